@@ -1,0 +1,1 @@
+"""cuda-l2 agent: the per-shape LangGraph loop, proposers, retrieval client, archive, campaigns and CLI."""

@@ -1,0 +1,152 @@
+"""The plain result record: the one thing that crosses from evaluator/ to agent/.
+
+Everything here is JSON-serialisable so that archives, transcripts and outside tools can read it without
+importing the evaluator.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+# Status values, from "never ran" to "ran and was timed".
+SCREEN_REJECTED = "screen_rejected"
+COMPILE_ERROR = "compile_error"
+COMPILE_TIMEOUT = "compile_timeout"
+NO_GPU = "no_gpu"
+UNSUPPORTED_SHAPE = "unsupported_shape"  # the kernel returned non-zero: it declines this shape
+CRASH = "crash"  # worker died (segfault, abort) or a sticky CUDA error (illegal address, ...)
+TIMEOUT = "timeout"  # hang
+INCORRECT = "incorrect"  # ran, failed a correctness check; never timed
+ESCAPED_WORK = "escaped_work"  # work not finished at its end event
+ERROR = "error"  # the evaluator itself failed (bad input, missing tool)
+COMPILED = "compiled"  # --compile-only succeeded
+OK = "ok"  # correct and timed
+
+STATUSES = (SCREEN_REJECTED, COMPILE_ERROR, COMPILE_TIMEOUT, NO_GPU, UNSUPPORTED_SHAPE, CRASH, TIMEOUT,
+            INCORRECT, ESCAPED_WORK, ERROR, COMPILED, OK)
+
+
+@dataclass
+class CompileInfo:
+    ok: bool
+    arch: str
+    nvcc_version: str
+    flags: list[str]
+    source_hash: str
+    cache_key: str
+    cached: bool = False
+    seconds: float = 0.0
+    log: str = ""
+    so_path: str | None = None
+    registers: int | None = None  # per thread, of the heaviest kernel in the file
+    smem_bytes: int | None = None  # static shared memory per block, heaviest kernel
+    spill_stores: int = 0
+    spill_loads: int = 0
+    stack_bytes: int = 0
+    kernels: list[dict[str, Any]] = field(default_factory=list)  # per-kernel ptxas report
+
+
+@dataclass
+class CheckOutcome:
+    name: str
+    passed: bool
+    detail: str = ""
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Timing:
+    """Times of one callable (candidate or baseline) over the timed rounds, in microseconds."""
+    name: str
+    median_us: float
+    mean_us: float
+    min_us: float
+    samples: int
+    # Speedup of the candidate against this callable (t_this / t_candidate); None for the candidate itself.
+    speedup_mean: float | None = None  # the paper's eq. 2: mean over rounds of per-round ratios
+    speedup_median: float | None = None
+    speedup_ci95: tuple[float, float] | None = None  # bootstrap over rounds
+    detail: dict[str, Any] = field(default_factory=dict)  # e.g. the cuBLASLt algorithm chosen
+
+
+@dataclass
+class EvalResult:
+    status: str
+    reason: str = ""
+    shape: tuple[int, int, int] = (0, 0, 0)
+    acc: str = "fp32"
+    mode: str = "offline"  # offline | server
+    profile: str = "quick"  # quick | paper
+    source_hash: str = ""
+    code_length: int = 0
+    compile: CompileInfo | None = None
+    checks: list[CheckOutcome] = field(default_factory=list)
+    candidate: Timing | None = None
+    baselines: dict[str, Timing] = field(default_factory=dict)
+    gpu: dict[str, Any] = field(default_factory=dict)
+    ncu: dict[str, Any] | None = None
+    wall_seconds: float = 0.0
+    created_at: float = field(default_factory=time.time)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    def speedup(self, baseline: str, stat: str = "mean") -> float | None:
+        """Speedup against a baseline; '-max' names mean the faster of the NN and TN variants."""
+        if baseline.endswith("-max"):
+            stem = baseline[: -len("-max")]
+            cands = [t for n, t in self.baselines.items() if n in (f"{stem}-NN", f"{stem}-TN")]
+            if not cands:
+                return None
+            best = min(cands, key=lambda t: t.median_us)
+            return best.speedup_mean if stat == "mean" else best.speedup_median
+        t = self.baselines.get(baseline)
+        if t is None:
+            return None
+        return t.speedup_mean if stat == "mean" else t.speedup_median
+
+    def max_abs_diff(self) -> float | None:
+        for c in self.checks:
+            if c.name == "baseline_bounded_deviation" and "max_abs_diff" in c.metrics:
+                return float(c.metrics["max_abs_diff"])
+        return None
+
+    def reward(self, baseline: str = "cublaslt-autotune-max", alpha: float = 0.1, beta: float = 1e-5) -> float:
+        """The paper's eq. 3: mean speedup − α·max-abs-diff − β·code length; incorrect kernels get −1."""
+        if not self.ok:
+            return -1.0
+        s = self.speedup(baseline) or 0.0
+        return s - alpha * (self.max_abs_diff() or 0.0) - beta * self.code_length
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self, **kw: Any) -> str:
+        return json.dumps(self.to_dict(), **kw)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "EvalResult":
+        d = dict(d)
+        if d.get("compile") is not None:
+            d["compile"] = CompileInfo(**d["compile"])
+        d["checks"] = [CheckOutcome(**c) for c in d.get("checks", [])]
+        if d.get("candidate") is not None:
+            d["candidate"] = _timing(d["candidate"])
+        d["baselines"] = {k: _timing(v) for k, v in d.get("baselines", {}).items()}
+        d["shape"] = tuple(d.get("shape", (0, 0, 0)))
+        return cls(**d)
+
+    @classmethod
+    def from_json(cls, s: str) -> "EvalResult":
+        return cls.from_dict(json.loads(s))
+
+
+def _timing(d: dict[str, Any]) -> Timing:
+    d = dict(d)
+    if d.get("speedup_ci95") is not None:
+        d["speedup_ci95"] = tuple(d["speedup_ci95"])
+    return Timing(**d)
