@@ -1,0 +1,214 @@
+"""`cudal2 report RUN`: one self-contained HTML page for a campaign.
+
+The page carries the paper's summary tables (mean speedup of the best kernel per shape against torch.matmul,
+cuBLAS, cuBLASLt-heuristic and cuBLASLt-AutoTuning, each as NN, TN and the faster of the two; offline and server
+mode; win rates), speedup against log2(M·N·K) as an inline SVG, and a per-shape table linking each kernel file.
+Nothing is fetched from elsewhere, so the file can be mailed or archived on its own.
+"""
+from __future__ import annotations
+
+import html
+import math
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+
+from evaluator.record import EvalResult
+
+# (label, EvalResult.baselines key or '-max' name); the paper's four families, each NN, TN and max.
+BASELINE_FAMILIES = [
+    ("torch.matmul", ["torch"]),
+    ("cuBLAS", ["cublas-NN", "cublas-TN", "cublas-max"]),
+    ("cuBLASLt-heuristic", ["cublaslt-heuristic-NN", "cublaslt-heuristic-TN", "cublaslt-heuristic-max"]),
+    ("cuBLASLt-AutoTuning", ["cublaslt-autotune-NN", "cublaslt-autotune-TN", "cublaslt-autotune-max"]),
+]
+PLOT_SERIES = [("torch.matmul", "torch", "#6b7280"), ("cuBLAS max", "cublas-max", "#2563eb"),
+               ("cuBLASLt-heuristic max", "cublaslt-heuristic-max", "#d97706"),
+               ("cuBLASLt-AutoTuning max", "cublaslt-autotune-max", "#dc2626")]
+SELECT_BY = "cublaslt-autotune-max"  # the strongest baseline decides which variant is a shape's best
+MODES = ("offline", "server")
+
+_TEMPLATE_DIR = Path(__file__).resolve().parents[1] / "prompts"
+_TEMPLATE = "report.html.j2"
+
+
+@dataclass
+class ShapeRow:
+    """The best correct variant of one shape in one mode (result None: nothing correct was found)."""
+    shape: tuple[int, int, int]
+    acc: str
+    gpu: str
+    mode: str
+    result: EvalResult | None
+    tried: int = 0
+    correct: int = 0
+    kernel_path: str | None = None  # absolute path of the winning .cu
+    variant_id: int | None = None
+    proposer: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def log2_mnk(self) -> float:
+        m, n, k = self.shape
+        return math.log2(m) + math.log2(n) + math.log2(k)
+
+    def speedup(self, name: str) -> float | None:
+        return self.result.speedup(name) if self.result is not None else None
+
+
+# ---------------------------------------------------------------- summary statistics
+
+def summarise(rows: list[ShapeRow], baseline: str) -> dict:
+    """Mean/median speedup over shapes that have a correct kernel, the win rate over all shapes, and the mean
+    speedup of max(CUDA-L2, baseline), i.e. what a dispatcher that falls back to the baseline achieves."""
+    vals = [s for s in (r.speedup(baseline) for r in rows) if s is not None]
+    n_all = len(rows)
+    if not vals:
+        return {"n": 0, "n_all": n_all, "mean": None, "median": None, "geomean": None, "win_rate": None,
+                "dispatch_mean": None}
+    wins = sum(1 for s in vals if s > 1.0)
+    # A shape without a correct kernel runs the baseline under dispatch: speedup 1.
+    dispatch = [max(s, 1.0) for s in vals] + [1.0] * (n_all - len(vals))
+    return {
+        "n": len(vals), "n_all": n_all,
+        "mean": statistics.fmean(vals),
+        "median": statistics.median(vals),
+        "geomean": math.exp(statistics.fmean(math.log(max(s, 1e-9)) for s in vals)),
+        "win_rate": wins / n_all if n_all else None,
+        "dispatch_mean": statistics.fmean(dispatch),
+    }
+
+
+def summary_tables(rows: list[ShapeRow]) -> list[dict]:
+    """One table per (gpu, acc): rows are baselines, column groups are modes."""
+    groups: dict[tuple[str, str], list[ShapeRow]] = {}
+    for r in rows:
+        groups.setdefault((r.gpu, r.acc), []).append(r)
+    tables = []
+    for (gpu, acc), grp in sorted(groups.items()):
+        modes = [m for m in MODES if any(r.mode == m for r in grp)]
+        body = []
+        for family, names in BASELINE_FAMILIES:
+            for name in names:
+                body.append({"family": family, "name": name,
+                             "variant": "max" if name.endswith("-max") else (name.rsplit("-", 1)[-1]
+                                                                              if name != "torch" else ""),
+                             "cells": [summarise([r for r in grp if r.mode == m], name) for m in modes]})
+        tables.append({"gpu": gpu, "acc": acc, "modes": modes, "rows": body,
+                       "n_shapes": {m: sum(1 for r in grp if r.mode == m) for m in modes}})
+    return tables
+
+
+# ---------------------------------------------------------------- the plot
+
+def speedup_plot_svg(rows: list[ShapeRow], width: int = 760, height: int = 380) -> str:
+    """Scatter of speedup against log2(M·N·K) for the four 'max' baselines; the dashed line is parity."""
+    pts = [(r.log2_mnk, s, label, color, r) for r in rows
+           for label, name, color in PLOT_SERIES if (s := r.speedup(name)) is not None]
+    ml, mr, mt, mb = 60, 190, 24, 48
+    pw, ph = width - ml - mr, height - mt - mb
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img" aria-label="speedup against log2(M*N*K)" '
+           f'font-family="sans-serif" font-size="12">',
+           f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>']
+    if not pts:
+        out.append(f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" fill="#555">'
+                   'no correct kernels to plot</text></svg>')
+        return "\n".join(out)
+    xs = [p[0] for p in pts]
+    ys = [p[1] for p in pts] + [1.0]
+    x0, x1 = math.floor(min(xs)) - 1, math.ceil(max(xs)) + 1
+    y0, y1 = min(ys), max(ys)
+    pad = max(0.05, (y1 - y0) * 0.1)
+    y0, y1 = max(0.0, y0 - pad), y1 + pad
+
+    def sx(x: float) -> float:
+        return ml + (x - x0) / (x1 - x0) * pw
+
+    def sy(y: float) -> float:
+        return mt + (1 - (y - y0) / (y1 - y0)) * ph
+
+    out.append(f'<rect x="{ml}" y="{mt}" width="{pw}" height="{ph}" fill="#fafafa" stroke="#999"/>')
+    xstep = max(1, round((x1 - x0) / 10))
+    for xv in range(int(x0), int(x1) + 1, xstep):
+        X = sx(xv)
+        out.append(f'<line x1="{X:.1f}" y1="{mt}" x2="{X:.1f}" y2="{mt + ph}" stroke="#e5e5e5"/>')
+        out.append(f'<text x="{X:.1f}" y="{mt + ph + 16}" text-anchor="middle">{xv}</text>')
+    for yv in _nice_ticks(y0, y1):
+        Y = sy(yv)
+        out.append(f'<line x1="{ml}" y1="{Y:.1f}" x2="{ml + pw}" y2="{Y:.1f}" stroke="#e5e5e5"/>')
+        out.append(f'<text x="{ml - 6}" y="{Y + 4:.1f}" text-anchor="end">{yv:g}</text>')
+    Y1 = sy(1.0)
+    out.append(f'<line x1="{ml}" y1="{Y1:.1f}" x2="{ml + pw}" y2="{Y1:.1f}" stroke="#111" '
+               'stroke-dasharray="5,4"/>')
+    out.append(f'<text x="{ml + pw / 2}" y="{height - 8}" text-anchor="middle">log2(M·N·K)</text>')
+    out.append(f'<text transform="translate(16,{mt + ph / 2}) rotate(-90)" text-anchor="middle">'
+               'speedup (baseline time / kernel time)</text>')
+    for x, y, label, color, r in pts:
+        tip = html.escape(f"{'x'.join(map(str, r.shape))} {r.mode}: {y:.3f}x vs {label}")
+        out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="4.5" fill="{color}" fill-opacity="0.8">'
+                   f'<title>{tip}</title></circle>')
+    for i, (label, _, color) in enumerate(PLOT_SERIES):
+        ly = mt + 10 + i * 20
+        out.append(f'<circle cx="{ml + pw + 16}" cy="{ly}" r="5" fill="{color}"/>')
+        out.append(f'<text x="{ml + pw + 26}" y="{ly + 4}">{html.escape(label)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _nice_ticks(lo: float, hi: float, n: int = 6) -> list[float]:
+    span = hi - lo
+    raw = span / n
+    mag = 10 ** math.floor(math.log10(raw))
+    step = min((m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw), default=mag * 10)
+    start = math.ceil(lo / step) * step
+    ticks, v = [], start
+    while v <= hi + 1e-12:
+        ticks.append(round(v, 10))
+        v += step
+    return ticks
+
+
+# ---------------------------------------------------------------- rendering
+
+def render(rows: list[ShapeRow], *, run: str, out_path: str | Path, meta: dict | None = None) -> str:
+    """The HTML text; kernel links are relative to out_path so the run folder can be moved as a whole."""
+    out_dir = Path(out_path).resolve().parent
+    rows = sorted(rows, key=lambda r: (r.gpu, r.acc, r.mode, r.log2_mnk, r.shape))
+    per_shape = []
+    for r in rows:
+        href = None
+        if r.kernel_path:
+            href = os.path.relpath(Path(r.kernel_path).resolve(), out_dir).replace(os.sep, "/")
+        checks = r.result.checks if r.result is not None else []
+        per_shape.append({
+            "row": r, "shape": "x".join(map(str, r.shape)), "href": href,
+            "speedups": [r.speedup(name) for _, name, _ in PLOT_SERIES],
+            "nn_tn": [r.speedup(n) for n in ("cublaslt-autotune-NN", "cublaslt-autotune-TN")],
+            "kernel_us": r.result.candidate.median_us if r.result is not None and r.result.candidate else None,
+            "checks_passed": sum(1 for c in checks if c.passed), "checks_total": len(checks),
+            "max_abs_diff": r.result.max_abs_diff() if r.result is not None else None,
+        })
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_TEMPLATE_DIR)),
+                             autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
+    env.filters["x"] = lambda v: "–" if v is None else f"{v:.3f}×"
+    env.filters["pct"] = lambda v: "–" if v is None else f"{100 * v:.0f}%"
+    env.filters["us"] = lambda v: "–" if v is None else f"{v:.2f}"
+    env.filters["cls"] = lambda v: "" if v is None else ("win" if v > 1.0 else "loss")
+    return env.get_template(_TEMPLATE).render(
+        run=run, meta=meta or {}, generated=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        tables=summary_tables(rows), plot_svg=speedup_plot_svg(rows), per_shape=per_shape,
+        series=[label for label, _, _ in PLOT_SERIES], select_by=SELECT_BY)
+
+
+def write_report(rows: list[ShapeRow], *, run: str, out_path: str | Path, meta: dict | None = None) -> Path:
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(render(rows, run=run, out_path=out, meta=meta))
+    tmp.replace(out)
+    return out
