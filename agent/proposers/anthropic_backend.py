@@ -1,0 +1,52 @@
+"""Anthropic's Messages API (base_url override for proxies and the tests' local server)."""
+from __future__ import annotations
+
+import json
+import threading
+
+import anthropic
+
+from agent.config import ModelConfig
+from agent.proposers.base import ChatProposer, ChatReply, FatalError, RetryableError
+from agent.proposers.openai_backend import retry_after
+
+
+class AnthropicProposer(ChatProposer):
+    def __init__(self, config: ModelConfig):
+        super().__init__(config)
+        self._client: anthropic.Anthropic | None = None
+        self._lock = threading.Lock()
+
+    def client(self) -> anthropic.Anthropic:
+        with self._lock:
+            if self._client is None:
+                kw = {"base_url": self.config.base_url} if self.config.base_url else {}
+                self._client = anthropic.Anthropic(api_key=self.config.api_key(), timeout=self.config.timeout_s,
+                                                   max_retries=0, **kw)
+            return self._client
+
+    def _call(self, system: str, user: str) -> ChatReply:
+        c = self.config
+        where = c.base_url or "the Anthropic API"
+        try:
+            r = self.client().messages.create(model=c.model_name, max_tokens=c.max_tokens,
+                                              temperature=c.temperature, system=system,
+                                              messages=[{"role": "user", "content": user}], **c.extra)
+        except anthropic.APITimeoutError as e:
+            raise RetryableError(f"request timed out after {c.timeout_s:g} s") from e
+        except anthropic.APIConnectionError as e:
+            raise RetryableError(f"cannot reach {where}: {e}") from e
+        except anthropic.APIStatusError as e:
+            msg = f"HTTP {e.status_code} from {where}: {e.message}"
+            if e.status_code in (408, 409, 429, 529) or e.status_code >= 500:
+                raise RetryableError(msg, retry_after(e)) from e
+            raise FatalError(msg) from e
+        except (json.JSONDecodeError, anthropic.APIResponseValidationError) as e:
+            raise FatalError(f"the reply from {where} is not valid JSON: {e}") from e
+        if not hasattr(r, "content"):
+            raise FatalError(f"the reply from {where} is not a message: {str(r)[:200]!r}")
+        text = "".join(getattr(b, "text", "") for b in (r.content or []) if getattr(b, "type", "") == "text")
+        u = r.usage
+        usage = {"prompt_tokens": getattr(u, "input_tokens", 0) or 0,
+                 "completion_tokens": getattr(u, "output_tokens", 0) or 0} if u else {}
+        return ChatReply(text=text, usage=usage, model=getattr(r, "model", "") or c.model_name or "")

@@ -1,0 +1,46 @@
+"""The built-in search policy (agent/policy) behind the Proposer interface: no LLM, no network."""
+from __future__ import annotations
+
+import time
+
+from agent.config import ModelConfig
+from agent.proposers.base import Proposal, ProposalContext, Proposer
+from agent.proposers.parse import has_contract_symbol
+
+
+class BuiltinProposer(Proposer):
+    def __init__(self, config: ModelConfig | None = None, seed: int | None = None):
+        self.config = config or ModelConfig(backend="builtin")
+        self.seed = self.config.seed if seed is None else seed
+        self.name = "builtin"
+        self._policy = None
+
+    def policy(self):
+        if self._policy is None:
+            from agent.policy import BuiltinPolicy  # imported late: the policy is an optional, separate part
+
+            self._policy = BuiltinPolicy(self.seed)
+        return self._policy
+
+    def propose(self, context: ProposalContext, n: int) -> list[Proposal]:
+        if n < 1:
+            return []
+        seeds = context.seeds or [self.seed * 1_000_003 + context.step * 97 + i for i in range(n)]
+        history = [{k: h.get(k) for k in ("family", "params", "status", "speedup", "resources", "ncu", "bottleneck")}
+                   for h in context.history]
+        t0 = time.monotonic()
+        cands = self.policy().propose(tuple(context.shape), context.acc, context.arch, history, n=n, seeds=seeds)
+        dt = time.monotonic() - t0
+        out = []
+        for c in cands[:n]:
+            src = getattr(c, "source", None)
+            reason = ""
+            if not src:
+                src, reason = None, f"the policy produced no source for {getattr(c, 'name', '?')}"
+            elif not has_contract_symbol(src):
+                src, reason = None, f"the policy's {getattr(c, 'name', '?')} does not define the hgemm contract symbol"
+            out.append(Proposal(src, reason=reason, raw=getattr(c, "rationale", "") or "", latency_s=dt / max(1, len(cands)),
+                                total_s=dt, attempts=1, model="builtin", parent=context.parent_id,
+                                name=getattr(c, "name", "") or "", family=getattr(c, "family", None),
+                                params=dict(getattr(c, "params", None) or {}), parse_kind="policy"))
+        return out
