@@ -1,0 +1,119 @@
+"""The evaluator's entry points: screen → compile → (GPU worker) check → time → record.
+
+    evaluate(source, (M, N, K), acc="fp32", mode="offline", profile="quick") -> EvalResult
+    time_baselines((M, N, K), ...) -> dict[str, Timing]
+
+A candidate that fails any correctness check is never timed. Everything that runs candidate code happens in a
+worker process (evaluator.pool), so crashes, sticky CUDA errors and hangs become statuses, not failures here.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from evaluator import record as R
+from evaluator.contract import ACCUMULATORS, MODES, PROFILES, check_shape
+from evaluator.gpu import NoGPUError, has_gpu
+from evaluator.pool import WorkerPool
+
+_default_pool: WorkerPool | None = None
+_pool_lock = threading.Lock()
+
+# Seconds without any progress message from the worker before it counts as hung. Big shapes with a naive kernel
+# take seconds per call; every phase reports progress.
+INACTIVITY_TIMEOUT = {"quick": 90.0, "paper": 300.0}
+
+
+def default_pool() -> WorkerPool:
+    global _default_pool
+    with _pool_lock:
+        if _default_pool is None:
+            _default_pool = WorkerPool()
+        return _default_pool
+
+
+def _validate(acc: str, mode: str, profile: str) -> None:
+    if acc not in ACCUMULATORS:
+        raise ValueError(f"acc must be one of {ACCUMULATORS}, got {acc!r}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
+
+
+def compile_only(source: str, shape=(0, 0, 0), *, acc: str = "fp32", arch: str | None = None) -> R.EvalResult:
+    from evaluator.compile import compile_kernel, compile_status, source_hash
+
+    info = compile_kernel(source, arch)
+    status, reason = compile_status(info)
+    return R.EvalResult(status=status, reason=reason, shape=tuple(shape), acc=acc, source_hash=source_hash(source),
+                        code_length=len(source), compile=info)
+
+
+def evaluate(source: str, shape, *, acc: str = "fp32", mode: str = "offline", profile: str = "quick",
+             sanitize: bool = False, ncu: bool = False, arch: str | None = None, pool: WorkerPool | None = None,
+             gpu: int | None = None, seed: int | None = None, on_progress=None) -> R.EvalResult:
+    started = time.monotonic()
+    shape = check_shape(shape)
+    _validate(acc, mode, profile)
+    res = compile_only(source, shape, acc=acc, arch=arch)
+    res.mode, res.profile = mode, profile
+    if res.status != R.COMPILED:
+        res.wall_seconds = time.monotonic() - started
+        return res
+    if not has_gpu():
+        res.status, res.reason = R.NO_GPU, str(NoGPUError("running and timing a kernel"))
+        return res
+    pool = pool or default_pool()
+    req = {"op": "evaluate", "so_path": res.compile.so_path, "shape": list(shape), "acc": acc, "mode": mode,
+           "profile": profile}
+    if seed is not None:
+        req["seed"] = seed
+    out = pool.run(req, INACTIVITY_TIMEOUT[profile], gpu=gpu, on_progress=on_progress)
+    _fill(res, out)
+    if sanitize and res.status == R.OK:
+        from evaluator.sanitize import run_sanitizers
+
+        checks = run_sanitizers(res.compile.so_path, shape, pool.native_so())
+        res.checks.extend(checks)
+        failed = [c for c in checks if not c.passed]
+        if failed:
+            res.status = R.INCORRECT
+            res.reason = "; ".join(f"{c.name}: {c.detail}" for c in failed)
+    if ncu and res.status == R.OK:
+        try:
+            from evaluator.profile import profile_candidate
+        except ImportError:
+            res.ncu = {"available": False, "reason": "profiling is not built into this evaluator yet"}
+        else:
+            res.ncu = profile_candidate(res.compile.so_path, shape, pool.native_so())
+    res.wall_seconds = time.monotonic() - started
+    return res
+
+
+def _fill(res: R.EvalResult, out: dict) -> None:
+    res.status = out.get("status", R.ERROR)
+    res.reason = out.get("reason", "")
+    res.checks = [R.CheckOutcome(**c) for c in out.get("checks", [])]
+    res.gpu = dict(out.get("gpu", {}), gpu_index=out.get("gpu_index"))
+    if out.get("seed") is not None:
+        res.gpu["seed"] = out["seed"]
+    if out.get("candidate"):
+        res.candidate = R._timing(out["candidate"])
+        res.candidate.detail["timing"] = out.get("timing_meta", {})
+    res.baselines = {k: R._timing(v) for k, v in out.get("baselines", {}).items()}
+
+
+def time_baselines(shape, *, acc: str = "fp32", mode: str = "offline", profile: str = "quick",
+                   pool: WorkerPool | None = None, gpu: int | None = None) -> dict[str, R.Timing]:
+    """Times the NVIDIA baselines alone, interleaved; speedups are relative to cublas-NN."""
+    shape = check_shape(shape)
+    _validate(acc, mode, profile)
+    if not has_gpu():
+        raise NoGPUError("timing the baselines")
+    pool = pool or default_pool()
+    out = pool.run({"op": "baselines", "shape": list(shape), "acc": acc, "mode": mode, "profile": profile},
+                   INACTIVITY_TIMEOUT[profile], gpu=gpu)
+    if out.get("status") != R.OK:
+        raise RuntimeError(f"baseline timing failed: {out.get('status')}: {out.get('reason')}")
+    return {k: R._timing(v) for k, v in out["baselines"].items()}

@@ -1,0 +1,174 @@
+"""The NVIDIA baselines, as timed callables inside the worker: torch.matmul, cuBLAS and cuBLASLt (heuristic top-1
+and AutoTuning), NN (B row-major) and TN (B column-major), for fp32 or fp16 accumulation."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import statistics
+from pathlib import Path
+from typing import Callable
+
+from evaluator.buffers import OperandSet, Reference
+from evaluator.native import Native
+
+NAMES = ("torch", "cublas-NN", "cublas-TN", "cublaslt-heuristic-NN", "cublaslt-heuristic-TN",
+         "cublaslt-autotune-NN", "cublaslt-autotune-TN")
+MAX_LT_ALGOS = 100
+
+
+class NativeCallable:
+    def __init__(self, nat: Native, name: str, cid: int, detail: dict | None = None):
+        self.nat, self.name, self.cid, self.detail = nat, name, cid, detail or {}
+
+    def call(self, ops: OperandSet) -> int:
+        return self.nat.call(self.cid, *ops.args)
+
+    def time(self, ops: OperandSet, reps: int, hold: bool = True) -> float:
+        return self.nat.time_batch(self.cid, *ops.args, reps, hold)
+
+
+class _CudaArray:
+    def __init__(self, ptr: int, shape: tuple[int, int]):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f2", "data": (ptr, False), "version": 3,
+                                         "strides": None, "stream": None}
+
+
+class TorchCallable:
+    """torch.matmul(A, B, out=C) on the contract stream, over the same device buffers."""
+
+    name = "torch"
+
+    def __init__(self, nat: Native, m: int, n: int, k: int, acc16: bool):
+        import torch
+
+        # fp16 reduced-precision reductions would put torch in the fp16-accumulate class.
+        torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = acc16
+        self.torch, self.nat, self.m, self.n, self.k = torch, nat, m, n, k
+        self.stream = torch.cuda.ExternalStream(nat.stream)
+        self.detail = {"torch": torch.__version__, "fp16_reduced_precision_reduction": acc16}
+        self._views: dict[tuple, tuple] = {}
+
+    def _tensors(self, ops: OperandSet):
+        key = ops.args  # addresses, not id(ops): a freed set's id can come back for a new set
+        if key not in self._views:
+            t = self.torch
+            a = t.as_tensor(_CudaArray(ops.ptr["A"], (self.m, self.k)), device="cuda")
+            b = t.as_tensor(_CudaArray(ops.ptr["B"], (self.k, self.n)), device="cuda")
+            c = t.as_tensor(_CudaArray(ops.ptr["C"], (self.m, self.n)), device="cuda")
+            self._views = {key: (a, b, c)}
+        return self._views[key]
+
+    def call(self, ops: OperandSet) -> int:
+        a, b, c = self._tensors(ops)
+        with self.torch.cuda.stream(self.stream):
+            self.torch.matmul(a, b, out=c)
+        return 0
+
+    def time(self, ops: OperandSet, reps: int, hold: bool = True) -> float:
+        a, b, c = self._tensors(ops)
+        nat = self.nat
+        if hold:
+            nat.ok("hold")
+        nat.ok("record", 0)
+        with self.torch.cuda.stream(self.stream):
+            for _ in range(reps):
+                self.torch.matmul(a, b, out=c)
+        nat.ok("record", 1)
+        nat.ok("release")
+        ms = nat.elapsed_ms()
+        if ms < 0:
+            from evaluator.native import CallFailed
+
+            raise CallFailed(-1, nat.last_error().decode())
+        return ms / reps
+
+
+def torch_available() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:
+        return False
+
+
+def autotune_cache_dir() -> Path:
+    root = Path(os.environ.get("CUDAL2_CACHE", Path.home() / ".cache" / "cuda-l2"))
+    d = root / "autotune"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def autotune_lt(nat: Native, gpu: str, lt_version: int, shape: tuple[int, int, int], acc16: bool, tn: bool,
+                ops: OperandSet, ref: Reference, rounds: int, progress: Callable[[str], None]) -> tuple[bytes, dict]:
+    """cuBLASLt-AutoTuning: time up to 100 heuristic algorithms over shuffled rounds on fresh random inputs and
+    keep the best median. Algorithms that fail or give wrong results on {0,1} inputs are dropped. The choice is
+    cached per GPU, cuBLASLt version, shape, accumulator and layout."""
+    m, n, k = shape
+    layout = "TN" if tn else "NN"
+    key = f"{gpu}|lt{lt_version}|{m}x{n}x{k}|{'fp16' if acc16 else 'fp32'}|{layout}"
+    path = autotune_cache_dir() / (key.replace("|", "_").replace(" ", "-").replace("/", "-") + ".json")
+    if path.exists():
+        try:
+            rec = json.loads(path.read_text())
+            if rec.get("key") == key and rec.get("rounds", 0) >= rounds:
+                return bytes.fromhex(rec["algo"]), {**rec["detail"], "cached": True}
+        except (ValueError, KeyError):
+            pass  # a damaged cache entry is re-tuned
+    algos = nat.lt_heuristics(int(tn), int(acc16), m, n, k, MAX_LT_ALGOS)
+    if not algos:
+        raise RuntimeError(f"cuBLASLt offered no algorithm for {key}")
+    cands: list[tuple[int, bytes]] = []
+    ops.fill("binary", 0xA11CE)
+    ref.compute(ops)
+    for i, algo in enumerate(algos):
+        cid = nat.register_lt(int(tn), int(acc16), m, n, k, algo)
+        ops.poison_output()
+        if nat.call(cid, *ops.args) != 0 or nat.sync() != 0:
+            continue
+        r = ref.compare(ops.ptr["C"], 2048.0)
+        if r["nonfinite"] == 0 and r["exact_mismatches"] == 0:
+            cands.append((cid, algo))
+    if not cands:
+        raise RuntimeError(f"no cuBLASLt algorithm passed the exact check for {key}")
+    rng = random.Random(k * 1_000_003 + n * 1009 + m)
+    times: dict[int, list[float]] = {cid: [] for cid, _ in cands}
+    est = {cid: max(nat.time_batch(cid, *ops.args, 1, True), 1e-4) for cid, _ in cands}
+    for r in range(rounds):
+        progress(f"autotune {layout} round {r + 1}/{rounds}")
+        ops.fill("normal", 0xB0B + r)
+        order = list(times)
+        rng.shuffle(order)
+        for cid in order:
+            reps = max(1, min(50, int(0.2 / est[cid])))
+            times[cid].append(nat.time_batch(cid, *ops.args, reps, True))
+    best_cid = min(times, key=lambda c: statistics.median(times[c]))
+    best_algo = dict(cands)[best_cid]
+    rank = [a for _, a in cands].index(best_algo)
+    detail = {"algos_offered": len(algos), "algos_valid": len(cands), "chosen_heuristic_rank": algos.index(best_algo),
+              "valid_rank": rank, "median_ms": statistics.median(times[best_cid]), "rounds": rounds, "cached": False}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"key": key, "algo": best_algo.hex(), "rounds": rounds, "detail": detail}))
+    tmp.replace(path)
+    return best_algo, detail
+
+
+def build_baselines(nat: Native, gpu: str, lt_version: int, shape: tuple[int, int, int], acc16: bool,
+                    ops: OperandSet, ref: Reference, autotune_rounds: int,
+                    progress: Callable[[str], None]) -> dict[str, object]:
+    m, n, k = shape
+    out: dict[str, object] = {}
+    if torch_available():
+        out["torch"] = TorchCallable(nat, m, n, k, acc16)
+    for tn, lay in ((0, "NN"), (1, "TN")):
+        cid = nat.register_cublas(tn, int(acc16), m, n, k)
+        out[f"cublas-{lay}"] = NativeCallable(nat, f"cublas-{lay}", cid, {"algo": "CUBLAS_GEMM_DEFAULT_TENSOR_OP"})
+        cid = nat.register_lt(tn, int(acc16), m, n, k, None)
+        out[f"cublaslt-heuristic-{lay}"] = NativeCallable(nat, f"cublaslt-heuristic-{lay}", cid,
+                                                          {"algo": "heuristic top-1", "workspace_mib": 64})
+    for tn, lay in ((0, "NN"), (1, "TN")):
+        algo, detail = autotune_lt(nat, gpu, lt_version, shape, acc16, bool(tn), ops, ref, autotune_rounds, progress)
+        cid = nat.register_lt(tn, int(acc16), m, n, k, algo)
+        out[f"cublaslt-autotune-{lay}"] = NativeCallable(nat, f"cublaslt-autotune-{lay}", cid, detail)
+    return out

@@ -1,0 +1,230 @@
+"""Correctness checks of one candidate, run inside the worker. Every check draws fresh inputs.
+
+A check that cannot be passed by a wrong kernel is the point: exact {0,1} products, a deviation bound set by the
+NVIDIA baselines of the same accumulator class, inputs built to expose fp16 accumulation, guard bands, NaN-poisoned
+outputs, rewritten inputs and moved buffers, bitwise repeatability, and work that must finish on the contract stream.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from evaluator.baselines import NativeCallable
+from evaluator.buffers import OperandSet, Reference
+from evaluator.native import Native
+from evaluator.record import CheckOutcome
+
+EXACT_LIMIT = 2048.0  # fp16 represents every integer up to 2048 exactly
+DEVIATION_HEADROOM = 1.05  # summation order may move the max deviation a little; one extra ulp is 2x
+# CUDA errors after which the context is unusable: the worker reports them and is replaced.
+STICKY = {700: "illegal address", 701: "launch out of resources", 702: "launch timeout",
+          714: "hardware stack error", 715: "illegal instruction", 716: "misaligned address",
+          717: "invalid address space", 718: "invalid pc", 719: "launch failure", 720: "cooperative launch too large"}
+
+
+class Unsupported(Exception):
+    """The candidate returned non-zero: it declines this shape."""
+
+
+class CudaFault(Exception):
+    """The stream reported a CUDA error after a candidate call."""
+
+    def __init__(self, code: int, message: str):
+        self.code = code
+        name = STICKY.get(code, "CUDA error")
+        super().__init__(f"{name} (cudaError {code}): {message}")
+
+
+class Checker:
+    def __init__(self, nat: Native, cand: NativeCallable, baselines: dict[str, object], shape: tuple[int, int, int],
+                 acc16: bool, seed: int, draws: int, progress: Callable[[str], None]):
+        self.nat, self.cand, self.baselines = nat, cand, baselines
+        self.m, self.n, self.k = shape
+        self.acc16, self.seed, self.draws, self.progress = acc16, seed, draws, progress
+        self.checks: list[CheckOutcome] = []
+        self.deviation_bound: float | None = None
+
+    # -- helpers ------------------------------------------------------------------------------------------------
+    def run_candidate(self, ops: OperandSet) -> None:
+        ops.poison_output()
+        rc = self.cand.call(ops)
+        if rc != 0:
+            raise Unsupported(f"hgemm returned {rc} for M={self.m} N={self.n} K={self.k}")
+        err = self.nat.sync()
+        if err != 0:
+            raise CudaFault(err, self.nat.last_error().decode(errors="replace"))
+
+    def same_class_baselines(self) -> dict[str, object]:
+        # torch joins the fp32 class only; with fp16 accumulation it still accumulates in fp32.
+        return {k: v for k, v in self.baselines.items() if not (k == "torch" and self.acc16)}
+
+    def baseline_devs(self, ops: OperandSet, ref: Reference) -> dict[str, float]:
+        devs = {}
+        for name, b in self.same_class_baselines().items():
+            ops.poison_output()
+            if b.call(ops) != 0 or self.nat.sync() != 0:
+                continue
+            r = ref.compare(ops.ptr["C"])
+            if r["nonfinite"] == 0:
+                devs[name] = r["max_abs_diff"]
+        return devs
+
+    def add(self, name: str, passed: bool, detail: str = "", **metrics) -> None:
+        self.checks.append(CheckOutcome(name=name, passed=bool(passed), detail=detail, metrics=metrics))
+
+    # -- the checks ---------------------------------------------------------------------------------------------
+    def run(self) -> list[CheckOutcome]:
+        nat, m, n, k = self.nat, self.m, self.n, self.k
+        ref = Reference(nat, m, n, k)
+        s1 = OperandSet(nat, m, n, k)
+        s2 = None
+        try:
+            self.binary_draws(s1, ref)
+            s2 = OperandSet(nat, m, n, k)
+            self.pointer_independence(s1, s2, ref)
+            s1.free()
+            self.deviation_and_determinism(s2, ref)
+            self.accumulator_honesty(s2, ref)
+            self.escape_probe(s2)
+        finally:
+            s1.free()
+            if s2 is not None:
+                s2.free()
+            ref.free()
+        return self.checks
+
+    def binary_draws(self, ops: OperandSet, ref: Reference) -> None:
+        mism = nonfinite = eligible = 0
+        damage: dict[str, int] = {}
+        changed: dict[str, int] = {}
+        for d in range(self.draws):
+            self.progress(f"exact {{0,1}} draw {d + 1}/{self.draws}")
+            ops.fill("binary", self.seed + d)
+            ref.compute(ops)
+            self.run_candidate(ops)
+            r = ref.compare(ops.ptr["C"], EXACT_LIMIT)
+            mism += r["exact_mismatches"]
+            nonfinite += r["nonfinite"]
+            eligible += r["exact_eligible"]
+            for key, v in ops.guard_damage().items():
+                damage[key] = damage.get(key, 0) + v
+            for key, v in ops.inputs_changed().items():
+                changed[key] = changed.get(key, 0) + v
+        total = self.draws * self.m * self.n
+        self.add("output_fully_written", nonfinite == 0,
+                 f"{nonfinite} of {total} outputs still NaN-poisoned or non-finite" if nonfinite else "",
+                 nonfinite=nonfinite)
+        self.add("exact_binary", mism == 0 and nonfinite == 0,
+                 f"{mism} mismatches among {eligible} outputs below {EXACT_LIMIT:g}, {nonfinite} non-finite"
+                 if (mism or nonfinite) else f"{eligible} outputs exact over {self.draws} draws",
+                 mismatches=mism, eligible=eligible, draws=self.draws)
+        self.add("guard_bands", not damage,
+                 "; ".join(f"{k_}: {v} guard elements overwritten" for k_, v in damage.items()), damaged=damage)
+        self.add("inputs_unchanged", not changed,
+                 "; ".join(f"{k_}: {v} elements modified" for k_, v in changed.items()), changed=changed)
+
+    def pointer_independence(self, s1: OperandSet, s2: OperandSet, ref: Reference) -> None:
+        self.progress("pointer independence")
+        problems = []
+        s1.fill("binary", self.seed + 101)  # new data at the same addresses
+        ref.compute(s1)
+        self.run_candidate(s1)
+        r = ref.compare(s1.ptr["C"], EXACT_LIMIT)
+        if r["exact_mismatches"] or r["nonfinite"]:
+            problems.append(f"inputs rewritten in place: {r['exact_mismatches']} mismatches, "
+                            f"{r['nonfinite']} non-finite")
+        moved = set(s2.ptr.values()) & set(s1.ptr.values())
+        s2.fill("binary", self.seed + 202)  # new data at new addresses
+        ref.compute(s2)
+        self.run_candidate(s2)
+        r = ref.compare(s2.ptr["C"], EXACT_LIMIT)
+        if r["exact_mismatches"] or r["nonfinite"]:
+            problems.append(f"buffers moved: {r['exact_mismatches']} mismatches, {r['nonfinite']} non-finite")
+        self.add("pointer_independence", not problems and not moved, "; ".join(problems))
+
+    def deviation_and_determinism(self, ops: OperandSet, ref: Reference) -> None:
+        worst_c, worst_bound, devs_all, diffs = 0.0, 0.0, {}, 0
+        snap = self.nat.alloc(2 * self.m * self.n)
+        try:
+            for d in range(max(1, self.draws // 2)):
+                self.progress(f"deviation draw {d + 1}")
+                ops.fill("normal", self.seed + 303 + d)
+                ref.compute(ops)
+                self.run_candidate(ops)
+                rc = ref.compare(ops.ptr["C"])
+                self.nat.ok("copy", self.nat.buf_ptr(snap), ops.ptr["C"], 2 * self.m * self.n)
+                self.run_candidate(ops)
+                diffs += self.nat.count_diff(ops.ptr["C"], self.nat.buf_ptr(snap), self.m * self.n)
+                dev_c = rc["max_abs_diff"] if rc["nonfinite"] == 0 else float("inf")
+                devs = self.baseline_devs(ops, ref)
+                bound = max(devs.values()) if devs else float("nan")
+                worst_c = max(worst_c, dev_c)
+                worst_bound = max(worst_bound, bound)
+                devs_all = {k_: max(v, devs_all.get(k_, 0.0)) for k_, v in devs.items()}
+        finally:
+            self.nat.buf_free(snap)
+        self.deviation_bound = worst_bound * DEVIATION_HEADROOM
+        ok = worst_c <= self.deviation_bound
+        self.add("baseline_bounded_deviation", ok,
+                 f"max |C - ref| = {worst_c:.6g} vs largest {'fp16' if self.acc16 else 'fp32'}-class baseline "
+                 f"deviation {worst_bound:.6g} (x{DEVIATION_HEADROOM} headroom)",
+                 max_abs_diff=worst_c, bound=worst_bound, baselines=devs_all)
+        self.add("deterministic", diffs == 0,
+                 f"{diffs} output elements differ bitwise between two identical calls" if diffs else "")
+
+    def accumulator_honesty(self, ops: OperandSet, ref: Reference) -> None:
+        if self.acc16:
+            self.add("accumulator_honesty", True, "not applicable: evaluated as fp16-accumulate")
+            return
+        self.progress("accumulator honesty")
+        ops.fill("honesty", self.seed + 404)
+        ref.compute(ops)
+        self.run_candidate(ops)
+        r = ref.compare(ops.ptr["C"])
+        dev_c = r["max_abs_diff"] if r["nonfinite"] == 0 else float("inf")
+        devs = self.baseline_devs(ops, ref)
+        bound = max(devs.values()) if devs else float("nan")
+        # For contrast: what a genuinely fp16-accumulating library kernel gets on the same inputs.
+        cid = self.nat.register_cublas(0, 1, self.m, self.n, self.k)
+        ops.poison_output()
+        fp16_dev = None
+        if self.nat.call(cid, *ops.args) == 0 and self.nat.sync() == 0:
+            fp16_dev = ref.compare(ops.ptr["C"])["max_abs_diff"]
+        ok = dev_c <= bound * DEVIATION_HEADROOM + 1e-6
+        self.add("accumulator_honesty", ok,
+                 f"max |C - ref| = {dev_c:.6g} on fp16-accumulation-exposing inputs; fp32-class baselines reach "
+                 f"{bound:.6g}, an fp16-accumulating cuBLAS reaches {fp16_dev if fp16_dev is None else f'{fp16_dev:.6g}'}",
+                 max_abs_diff=dev_c, bound=bound, fp16_class_dev=fp16_dev)
+
+    def escape_probe(self, ops: OperandSet) -> None:
+        self.progress("work completes on the contract stream")
+        ops.fill("normal", self.seed + 505)
+        t1 = max(self.cand.time(ops, 1, True), 1e-4)
+        reps = max(10, min(200, int(2.0 / t1)))
+        import ctypes
+
+        out = (ctypes.c_double * 3)()
+        rc = self.nat.escape_probe(self.cand.cid, *ops.args, reps, out)
+        if rc != 0:
+            err = self.nat.sync()
+            if err:
+                raise CudaFault(err, self.nat.last_error().decode(errors="replace"))
+            raise Unsupported(f"hgemm returned {rc} during the stream probe")
+        event_ms, enqueue_ms, wall_ms = out[0], out[1], out[2]
+        excess = wall_ms - max(event_ms, enqueue_ms)
+        escaped = excess > max(0.3, 0.5 * wall_ms)
+        self.add("work_completes_on_stream", not escaped,
+                 (f"{reps} calls took {event_ms:.3f} ms between events on the contract stream but the device was "
+                  f"busy for {wall_ms:.3f} ms (host enqueue {enqueue_ms:.3f} ms): work runs outside the stream")
+                 if escaped else "", event_ms=event_ms, enqueue_ms=enqueue_ms, wall_ms=wall_ms, reps=reps)
+
+    def timed_output(self, ops: OperandSet, ref: Reference, reps: int) -> None:
+        """After timing: the output of a timed batch must still be right (no skipping work on repeat calls)."""
+        ref.compute(ops)
+        ops.poison_output()
+        self.cand.time(ops, reps, True)
+        r = ref.compare(ops.ptr["C"])
+        bound = self.deviation_bound if self.deviation_bound is not None else float("inf")
+        ok = r["nonfinite"] == 0 and r["max_abs_diff"] <= bound
+        self.add("timed_output_correct", ok,
+                 f"after a timed batch of {reps}: max |C - ref| = {r['max_abs_diff']:.6g}, {r['nonfinite']} non-finite",
+                 max_abs_diff=r["max_abs_diff"], nonfinite=r["nonfinite"])

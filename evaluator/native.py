@@ -1,0 +1,149 @@
+"""Build and bind the evaluator's native library (native/cl2native.cu): buffers, reference, baselines, timing.
+
+Built once per (source, arch, nvcc) through the same content-hash cache as candidates, linked against cuBLAS and
+cuBLASLt. Only the worker process loads it.
+"""
+from __future__ import annotations
+
+import ctypes
+from ctypes import POINTER, c_double, c_float, c_int, c_longlong, c_size_t, c_ulonglong, c_ushort, c_void_p
+from pathlib import Path
+
+NATIVE_SOURCE = Path(__file__).with_name("native") / "cl2native.cu"
+
+
+class NativeError(RuntimeError):
+    pass
+
+
+def build(arch: str | None = None) -> str:
+    """Compile the native library (cached) and return the .so path."""
+    from evaluator.compile import compile_kernel
+
+    info = compile_kernel(NATIVE_SOURCE.read_text(), arch, link_flags=["-lcublas", "-lcublasLt"],
+                          screen_source=False, timeout=600)
+    if not info.ok or not info.so_path:
+        raise NativeError(f"building the evaluator's native library failed:\n{info.log[-4000:]}")
+    return info.so_path
+
+
+_SIGS = {
+    "cl2_last_error": (ctypes.c_char_p, []),
+    "cl2_init": (c_int, [c_int]),
+    "cl2_stream": (c_void_p, []),
+    "cl2_info": (c_int, [POINTER(c_longlong)]),
+    "cl2_sync": (c_int, []),
+    "cl2_device_sync": (c_int, []),
+    "cl2_buf_alloc": (c_int, [c_size_t]),
+    "cl2_buf_ptr": (c_void_p, [c_int]),
+    "cl2_plain_alloc": (c_void_p, [c_size_t]),
+    "cl2_plain_free": (c_int, [c_void_p]),
+    "cl2_buf_free": (c_int, [c_int]),
+    "cl2_buf_guard_damage": (c_longlong, [c_int]),
+    "cl2_fill_value": (c_int, [c_void_p, c_size_t, c_ushort]),
+    "cl2_fill_normal": (c_int, [c_void_p, c_size_t, c_ulonglong, c_float]),
+    "cl2_fill_binary": (c_int, [c_void_p, c_size_t, c_ulonglong, c_float]),
+    "cl2_fill_honesty": (c_int, [c_void_p, c_void_p, c_int, c_int, c_int, c_ulonglong]),
+    "cl2_transpose": (c_int, [c_void_p, c_void_p, c_int, c_int]),
+    "cl2_copy": (c_int, [c_void_p, c_void_p, c_size_t]),
+    "cl2_count_diff": (c_longlong, [c_void_p, c_void_p, c_size_t]),
+    "cl2_reference": (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_int, c_int, c_int]),
+    "cl2_compare": (c_int, [c_void_p, c_void_p, c_size_t, c_float, POINTER(c_double)]),
+    "cl2_register_candidate": (c_int, [c_void_p, c_int, c_int, c_int]),
+    "cl2_register_cublas": (c_int, [c_int, c_int, c_int, c_int, c_int]),
+    "cl2_lt_heuristics": (c_int, [c_int, c_int, c_int, c_int, c_int, c_int, c_void_p]),
+    "cl2_register_lt": (c_int, [c_int, c_int, c_int, c_int, c_int, c_void_p]),
+    "cl2_release_callables": (c_int, []),
+    "cl2_call": (c_int, [c_int, c_void_p, c_void_p, c_void_p, c_void_p]),
+    "cl2_hold": (c_int, []),
+    "cl2_release": (c_int, []),
+    "cl2_hold_timed_out": (c_int, []),
+    "cl2_record": (c_int, [c_int]),
+    "cl2_elapsed_ms": (c_float, []),
+    "cl2_time_batch": (c_double, [c_int, c_void_p, c_void_p, c_void_p, c_void_p, c_int, c_int, POINTER(c_int)]),
+    "cl2_escape_probe": (c_int, [c_int, c_void_p, c_void_p, c_void_p, c_void_p, c_int, POINTER(c_double)]),
+}
+
+HALF_NAN_POISON = 0x7E00  # canonical quiet NaN: C is filled with it before every checked call
+
+
+class Native:
+    """Thin, checked wrapper over the library. Methods raise NativeError with the library's message."""
+
+    def __init__(self, so_path: str, device: int = 0):
+        self.lib = ctypes.CDLL(so_path)
+        for name, (res, args) in _SIGS.items():
+            f = getattr(self.lib, name)
+            f.restype, f.argtypes = res, args
+        self._check(self.lib.cl2_init(device), "init")
+        self.stream = self.lib.cl2_stream()
+
+    def _check(self, rc: int, what: str) -> None:
+        if rc != 0:
+            raise NativeError(f"{what}: {self.lib.cl2_last_error().decode(errors='replace')} (rc={rc})")
+
+    def __getattr__(self, name: str):
+        # Passthrough for entry points whose return value is data, not a status.
+        return getattr(self.lib, "cl2_" + name)
+
+    def ok(self, name: str, *args) -> None:
+        self._check(getattr(self.lib, "cl2_" + name)(*args), name)
+
+    def info(self) -> dict:
+        arr = (c_longlong * 9)()
+        self.ok("info", arr)
+        keys = ("driver", "runtime", "cublas", "cublaslt", "sms", "smem_optin", "l2_bytes", "cc_major", "cc_minor")
+        return dict(zip(keys, (int(x) for x in arr)))
+
+    def alloc(self, nbytes: int) -> int:
+        h = self.lib.cl2_buf_alloc(nbytes)
+        if h < 0:
+            raise NativeError(f"allocating {nbytes} bytes: {self.lib.cl2_last_error().decode()}")
+        return h
+
+    def compare(self, c_ptr: int, ref_ptr: int, n: int, exact_limit: float = 0.0) -> dict:
+        out = (c_double * 4)()
+        self.ok("compare", c_ptr, ref_ptr, n, exact_limit, out)
+        return {"max_abs_diff": out[0], "nonfinite": int(out[1]), "exact_mismatches": int(out[2]),
+                "exact_eligible": int(out[3])}
+
+    def count_diff(self, a: int, b: int, n_half: int) -> int:
+        r = self.lib.cl2_count_diff(a, b, n_half)
+        if r < 0:
+            raise NativeError(f"count_diff: {self.lib.cl2_last_error().decode()}")
+        return int(r)
+
+    def guard_damage(self, h: int) -> int:
+        r = self.lib.cl2_buf_guard_damage(h)
+        if r < 0:
+            raise NativeError(f"guard check: {self.lib.cl2_last_error().decode()}")
+        return int(r)
+
+    def time_batch(self, cid: int, a: int, b: int, bc: int, c: int, reps: int, hold: bool = True) -> float:
+        st = c_int(0)
+        ms = self.lib.cl2_time_batch(cid, a, b, bc, c, reps, int(hold), ctypes.byref(st))
+        if st.value != 0 or ms < 0:
+            raise CallFailed(st.value, self.lib.cl2_last_error().decode(errors="replace"))
+        return ms
+
+    def lt_heuristics(self, tn: int, acc16: int, m: int, n: int, k: int, max_algos: int = 100) -> list[bytes]:
+        buf = ctypes.create_string_buffer(64 * max_algos)
+        got = self.lib.cl2_lt_heuristics(tn, acc16, m, n, k, max_algos, buf)
+        if got < 0:
+            raise NativeError(f"cuBLASLt heuristics: {self.lib.cl2_last_error().decode()}")
+        return [buf.raw[64 * i: 64 * (i + 1)] for i in range(got)]
+
+    def register_lt(self, tn: int, acc16: int, m: int, n: int, k: int, algo: bytes | None) -> int:
+        ptr = ctypes.create_string_buffer(algo, 64) if algo else None
+        cid = self.lib.cl2_register_lt(tn, acc16, m, n, k, ptr)
+        if cid < 0:
+            raise NativeError(f"cuBLASLt setup: {self.lib.cl2_last_error().decode()}")
+        return cid
+
+
+class CallFailed(RuntimeError):
+    """A timed callable returned non-zero or the stream reported an error."""
+
+    def __init__(self, rc: int, message: str):
+        super().__init__(f"rc={rc}: {message}")
+        self.rc = rc

@@ -1,0 +1,626 @@
+// The evaluator's GPU side: guarded buffers, input generators, the fp32 reference, comparisons, the NVIDIA
+// baselines (cuBLAS, cuBLASLt) and event timing with a host-released blocking kernel. Loaded by the worker
+// process through ctypes; every entry point returns 0 on success or a CUDA/cuBLAS status (see cl2_last_error).
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <vector>
+
+namespace {
+
+char g_err[512] = "";
+cudaStream_t g_stream = nullptr;
+cublasHandle_t g_cublas = nullptr;      // baselines, on g_stream
+cublasHandle_t g_cublas_ref = nullptr;  // fp32 reference, pedantic math (no TF32, no reduced precision)
+cublasLtHandle_t g_lt = nullptr;
+void* g_lt_workspace = nullptr;
+const size_t kLtWorkspace = 64ull << 20;  // a real workspace: cuBLASLt's Hopper kernels want up to 32 MiB
+cudaEvent_t g_ev0 = nullptr, g_ev1 = nullptr;
+volatile int* g_flag_host = nullptr;  // mapped pinned memory: the host releases the blocking kernel
+int* g_flag_dev = nullptr;
+int* g_hold_timed_out = nullptr;  // device flag: a hold expired before the host released it
+
+int fail(const char* what, int code) {
+  snprintf(g_err, sizeof(g_err), "%s failed: %d (%s)", what, code,
+           code < 1000 ? cudaGetErrorString((cudaError_t)code) : "cuBLAS status");
+  return code;
+}
+#define CUDA_TRY(x)                                   \
+  do {                                                \
+    cudaError_t e_ = (x);                             \
+    if (e_ != cudaSuccess) return fail(#x, (int)e_);  \
+  } while (0)
+#define CUBLAS_TRY(x)                                        \
+  do {                                                       \
+    int s_ = (int)(x);                                       \
+    if (s_ != 0) return fail(#x, 1000 + s_);                 \
+  } while (0)
+
+// ---- guarded buffers -------------------------------------------------------------------------------------
+// A buffer is [guard | data | guard]; guards hold a NaN with a recognisable payload, so a stray write changes
+// them and a stray read poisons the output.
+const size_t kGuard = 64 * 1024;
+const uint16_t kCanary = 0x7E5A;
+
+struct Buf {
+  char* base = nullptr;
+  size_t bytes = 0;
+};
+std::vector<Buf> g_bufs;
+
+__global__ void fill_u16(uint16_t* p, size_t n, uint16_t v) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = v;
+}
+
+__global__ void count_ne_u16(const uint16_t* p, size_t n, uint16_t v, unsigned long long* out) {
+  unsigned long long c = 0;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    c += p[i] != v;
+  if (c) atomicAdd(out, c);
+}
+
+unsigned long long* g_counter = nullptr;  // device scratch for reductions
+float* g_fscratch = nullptr;
+
+int grid_for(size_t n) {
+  size_t g = (n + 255) / 256;
+  return (int)(g > 4096 ? 4096 : (g < 1 ? 1 : g));
+}
+
+// ---- counter-based random numbers (deterministic per seed and index) ---------------------------------------
+__device__ __forceinline__ uint64_t mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+__device__ __forceinline__ float u01(uint64_t seed, uint64_t i, uint64_t salt) {
+  return ((mix64(seed ^ mix64(i * 2 + salt)) >> 40) + 0.5f) * (1.0f / 16777216.0f);
+}
+
+__global__ void gen_normal(half* p, size_t n, uint64_t seed, float scale) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    float u1 = u01(seed, i, 0), u2 = u01(seed, i, 1);
+    float z = sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
+    p[i] = __float2half_rn(z * scale);
+  }
+}
+
+__global__ void gen_binary(half* p, size_t n, uint64_t seed, float prob) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    p[i] = __float2half_rn(u01(seed, i, 0) < prob ? 1.f : 0.f);
+}
+
+// Accumulator-honesty inputs. A is all ones. Column j of B holds +(1 + d) for the first half of k and
+// -(1 - d') for the second half, d, d' in {0, 2^-7, 2^-6, 3*2^-7}: every partial sum is a multiple of 2^-7 below
+// 2^13, exact in fp32, while an fp16 accumulator (11 significant bits) loses the small terms once the running sum
+// passes 2^4 and ends far from the true, small, result. Which half is positive is drawn per column.
+__global__ void gen_honesty_B(half* B, int K, int N, uint64_t seed) {
+  size_t n = (size_t)K * N;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    int k = (int)(i / N), j = (int)(i % N);
+    bool first = k < K / 2;
+    bool flip = u01(seed, (uint64_t)j, 7) < 0.5f;
+    float d = floorf(u01(seed, i, 3) * 4.f) * (1.f / 128.f);
+    float v = (first != flip) ? (1.f + d) : -(1.f - d);
+    B[i] = __float2half_rn(v);
+  }
+}
+
+// row-major rows x cols -> column-major (i.e. row-major cols x rows)
+__global__ void transpose_h(const half* src, half* dst, int rows, int cols) {
+  __shared__ half tile[32][33];
+  int c = blockIdx.x * 32 + threadIdx.x, r = blockIdx.y * 32 + threadIdx.y;
+  for (int dy = 0; dy < 32; dy += 8)
+    if (r + dy < rows && c < cols) tile[threadIdx.y + dy][threadIdx.x] = src[(size_t)(r + dy) * cols + c];
+  __syncthreads();
+  int r2 = blockIdx.y * 32 + threadIdx.x, c2 = blockIdx.x * 32 + threadIdx.y;
+  for (int dy = 0; dy < 32; dy += 8)
+    if (c2 + dy < cols && r2 < rows) dst[(size_t)(c2 + dy) * rows + r2] = tile[threadIdx.x][threadIdx.y + dy];
+}
+
+__global__ void count_diff_u16(const uint16_t* x, const uint16_t* y, size_t n, unsigned long long* out) {
+  unsigned long long c = 0;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    c += x[i] != y[i];
+  if (c) atomicAdd(out, c);
+}
+
+__global__ void half_to_float(const half* src, float* dst, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    dst[i] = __half2float(src[i]);
+}
+
+// out[0] = max |c - ref| over finite c (as float bits, atomicMax on the int view: non-negative floats order as ints)
+// counters: [0] non-finite c, [1] mismatches where |ref| < limit (exact mode), [2] positions with |ref| < limit
+__global__ void compare_k(const half* c, const float* ref, size_t n, float exact_limit, unsigned int* maxbits,
+                          unsigned long long* counters) {
+  float m = 0.f;
+  unsigned long long nonfinite = 0, mism = 0, eligible = 0;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    float v = __half2float(c[i]), r = ref[i];
+    if (!isfinite(v)) {
+      ++nonfinite;
+      continue;
+    }
+    m = fmaxf(m, fabsf(v - r));
+    if (exact_limit > 0.f && fabsf(r) < exact_limit) {
+      ++eligible;
+      mism += (v != r);
+    }
+  }
+  for (int o = 16; o; o >>= 1) {
+    m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
+    nonfinite += __shfl_xor_sync(0xffffffff, nonfinite, o);
+    mism += __shfl_xor_sync(0xffffffff, mism, o);
+    eligible += __shfl_xor_sync(0xffffffff, eligible, o);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    atomicMax(maxbits, __float_as_uint(m));
+    if (nonfinite) atomicAdd(&counters[0], nonfinite);
+    if (mism) atomicAdd(&counters[1], mism);
+    if (eligible) atomicAdd(&counters[2], eligible);
+  }
+}
+
+// Holds the stream until the host has queued the whole timed batch, so host launch cost never shows up as idle
+// GPU time inside the events. Gives up after timeout_ns so a host that never releases it cannot hang the GPU.
+__global__ void block_until_released(volatile int* flag, unsigned long long timeout_ns, int* timed_out) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  while (*flag == 0) {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (t - t0 > timeout_ns) {
+      *timed_out = 1;
+      break;
+    }
+  }
+}
+
+// ---- callables: the candidate and the baselines behind one interface ----------------------------------------
+typedef int (*hgemm_fn)(const half*, const half*, const half*, half*, int, int, int, cudaStream_t);
+
+enum Kind { CANDIDATE = 0, CUBLAS = 1, LT = 2 };
+struct Callable {
+  int kind;
+  hgemm_fn fn = nullptr;
+  int tn = 0;     // 0: NN (B row-major), 1: TN (B_col_major)
+  int acc16 = 0;  // 1: fp16 accumulation
+  int M = 0, N = 0, K = 0;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasLtMatmulAlgo_t algo;
+  bool has_algo = false;
+};
+std::vector<Callable> g_calls;
+
+int lt_setup(Callable& c) {
+  cublasComputeType_t ct = c.acc16 ? CUBLAS_COMPUTE_16F : CUBLAS_COMPUTE_32F;
+  cudaDataType_t st = c.acc16 ? CUDA_R_16F : CUDA_R_32F;
+  CUBLAS_TRY(cublasLtMatmulDescCreate(&c.desc, ct, st));
+  // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: the first operand is B, the second A.
+  cublasOperation_t opb = c.tn ? CUBLAS_OP_T : CUBLAS_OP_N, opn = CUBLAS_OP_N;
+  CUBLAS_TRY(cublasLtMatmulDescSetAttribute(c.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opb, sizeof(opb)));
+  CUBLAS_TRY(cublasLtMatmulDescSetAttribute(c.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opn, sizeof(opn)));
+  if (c.tn)
+    CUBLAS_TRY(cublasLtMatrixLayoutCreate(&c.la, CUDA_R_16F, c.K, c.N, c.K));
+  else
+    CUBLAS_TRY(cublasLtMatrixLayoutCreate(&c.la, CUDA_R_16F, c.N, c.K, c.N));
+  CUBLAS_TRY(cublasLtMatrixLayoutCreate(&c.lb, CUDA_R_16F, c.K, c.M, c.K));
+  CUBLAS_TRY(cublasLtMatrixLayoutCreate(&c.lc, CUDA_R_16F, c.N, c.M, c.N));
+  return 0;
+}
+
+int call(const Callable& c, const half* A, const half* B, const half* Bc, half* C) {
+  switch (c.kind) {
+    case CANDIDATE:
+      return c.fn(A, B, Bc, C, c.M, c.N, c.K, g_stream);
+    case CUBLAS: {
+      const half* first = c.tn ? Bc : B;
+      int ldf = c.tn ? c.K : c.N;
+      cublasOperation_t opf = c.tn ? CUBLAS_OP_T : CUBLAS_OP_N;
+      if (c.acc16) {
+        half one = __float2half(1.f), zero = __float2half(0.f);
+        return (int)cublasGemmEx(g_cublas, opf, CUBLAS_OP_N, c.N, c.M, c.K, &one, first, CUDA_R_16F, ldf, A,
+                                 CUDA_R_16F, c.K, &zero, C, CUDA_R_16F, c.N, CUBLAS_COMPUTE_16F,
+                                 CUBLAS_GEMM_DEFAULT_TENSOR_OP);
+      }
+      float one = 1.f, zero = 0.f;
+      return (int)cublasGemmEx(g_cublas, opf, CUBLAS_OP_N, c.N, c.M, c.K, &one, first, CUDA_R_16F, ldf, A,
+                               CUDA_R_16F, c.K, &zero, C, CUDA_R_16F, c.N, CUBLAS_COMPUTE_32F,
+                               CUBLAS_GEMM_DEFAULT_TENSOR_OP);
+    }
+    case LT: {
+      const half* first = c.tn ? Bc : B;
+      half h1 = __float2half(1.f), h0 = __float2half(0.f);
+      float f1 = 1.f, f0 = 0.f;
+      const void* alpha = c.acc16 ? (const void*)&h1 : (const void*)&f1;
+      const void* beta = c.acc16 ? (const void*)&h0 : (const void*)&f0;
+      return (int)cublasLtMatmul(g_lt, c.desc, alpha, first, c.la, A, c.lb, beta, C, c.lc, C, c.lc,
+                                 c.has_algo ? &c.algo : nullptr, g_lt_workspace, kLtWorkspace, g_stream);
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* cl2_last_error() { return g_err; }
+
+int cl2_init(int device) {
+  CUDA_TRY(cudaSetDevice(device));
+  CUDA_TRY(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+  CUBLAS_TRY(cublasCreate(&g_cublas));
+  CUBLAS_TRY(cublasSetStream(g_cublas, g_stream));
+  CUBLAS_TRY(cublasCreate(&g_cublas_ref));
+  CUBLAS_TRY(cublasSetStream(g_cublas_ref, g_stream));
+  CUBLAS_TRY(cublasSetMathMode(g_cublas_ref, CUBLAS_PEDANTIC_MATH));
+  CUBLAS_TRY(cublasLtCreate(&g_lt));
+  CUDA_TRY(cudaMalloc(&g_lt_workspace, kLtWorkspace));
+  CUDA_TRY(cudaEventCreate(&g_ev0));
+  CUDA_TRY(cudaEventCreate(&g_ev1));
+  CUDA_TRY(cudaHostAlloc((void**)&g_flag_host, sizeof(int), cudaHostAllocMapped));
+  CUDA_TRY(cudaHostGetDevicePointer((void**)&g_flag_dev, (void*)g_flag_host, 0));
+  CUDA_TRY(cudaMalloc(&g_counter, 4 * sizeof(unsigned long long)));
+  CUDA_TRY(cudaMalloc(&g_hold_timed_out, sizeof(int)));
+  CUDA_TRY(cudaMemset(g_hold_timed_out, 0, sizeof(int)));
+  CUDA_TRY(cudaMalloc(&g_fscratch, 4 * sizeof(float)));
+  return 0;
+}
+
+void* cl2_stream() { return (void*)g_stream; }
+
+// Versions and device facts: [driver, runtime, cublas, cublasLt, sms, smem_optin, l2_bytes, cc_major, cc_minor]
+int cl2_info(long long* out) {
+  int drv = 0, rt = 0, dev = 0;
+  cudaDriverGetVersion(&drv);
+  cudaRuntimeGetVersion(&rt);
+  cudaGetDevice(&dev);
+  cudaDeviceProp p;
+  CUDA_TRY(cudaGetDeviceProperties(&p, dev));
+  int cb = 0;
+  cublasGetVersion(g_cublas, &cb);
+  out[0] = drv;
+  out[1] = rt;
+  out[2] = cb;
+  out[3] = (long long)cublasLtGetVersion();
+  out[4] = p.multiProcessorCount;
+  out[5] = p.sharedMemPerBlockOptin;
+  out[6] = p.l2CacheSize;
+  out[7] = p.major;
+  out[8] = p.minor;
+  return 0;
+}
+
+int cl2_sync() {
+  CUDA_TRY(cudaStreamSynchronize(g_stream));
+  CUDA_TRY(cudaGetLastError());
+  return 0;
+}
+
+int cl2_device_sync() {
+  CUDA_TRY(cudaDeviceSynchronize());
+  return 0;
+}
+
+// Allocates a guarded buffer; returns its handle (>= 0) or -1.
+int cl2_buf_alloc(size_t bytes) {
+  Buf b;
+  b.bytes = bytes;
+  if (cudaMalloc(&b.base, bytes + 2 * kGuard) != cudaSuccess) {
+    fail("cudaMalloc", (int)cudaGetLastError());
+    return -1;
+  }
+  fill_u16<<<grid_for(kGuard / 2), 256, 0, g_stream>>>((uint16_t*)b.base, kGuard / 2, kCanary);
+  fill_u16<<<grid_for(kGuard / 2), 256, 0, g_stream>>>((uint16_t*)(b.base + kGuard + bytes), kGuard / 2, kCanary);
+  for (size_t i = 0; i < g_bufs.size(); ++i)
+    if (!g_bufs[i].base) {
+      g_bufs[i] = b;
+      return (int)i;
+    }
+  g_bufs.push_back(b);
+  return (int)g_bufs.size() - 1;
+}
+
+// Unguarded allocations for sanitizer runs, where a write past the end must hit unallocated memory.
+void* cl2_plain_alloc(size_t bytes) {
+  void* p = nullptr;
+  if (cudaMalloc(&p, bytes) != cudaSuccess) return nullptr;
+  return p;
+}
+int cl2_plain_free(void* p) {
+  CUDA_TRY(cudaFree(p));
+  return 0;
+}
+
+void* cl2_buf_ptr(int h) { return g_bufs[h].base + kGuard; }
+
+int cl2_buf_free(int h) {
+  CUDA_TRY(cudaStreamSynchronize(g_stream));
+  CUDA_TRY(cudaFree(g_bufs[h].base));
+  g_bufs[h] = Buf();
+  return 0;
+}
+
+// Number of guard halves that no longer hold the canary (both sides), or -1 on error.
+long long cl2_buf_guard_damage(int h) {
+  if (cudaMemsetAsync(g_counter, 0, sizeof(unsigned long long), g_stream) != cudaSuccess) return -1;
+  const Buf& b = g_bufs[h];
+  count_ne_u16<<<grid_for(kGuard / 2), 256, 0, g_stream>>>((uint16_t*)b.base, kGuard / 2, kCanary, g_counter);
+  count_ne_u16<<<grid_for(kGuard / 2), 256, 0, g_stream>>>((uint16_t*)(b.base + kGuard + b.bytes), kGuard / 2,
+                                                            kCanary, g_counter);
+  unsigned long long c = 0;
+  if (cudaMemcpyAsync(&c, g_counter, sizeof(c), cudaMemcpyDeviceToHost, g_stream) != cudaSuccess) return -1;
+  if (cudaStreamSynchronize(g_stream) != cudaSuccess) return -1;
+  return (long long)c;
+}
+
+int cl2_fill_value(void* p, size_t n_half, unsigned short bits) {
+  fill_u16<<<grid_for(n_half), 256, 0, g_stream>>>((uint16_t*)p, n_half, bits);
+  CUDA_TRY(cudaGetLastError());
+  return 0;
+}
+
+int cl2_fill_normal(void* p, size_t n, unsigned long long seed, float scale) {
+  gen_normal<<<grid_for(n), 256, 0, g_stream>>>((half*)p, n, seed, scale);
+  CUDA_TRY(cudaGetLastError());
+  return 0;
+}
+
+int cl2_fill_binary(void* p, size_t n, unsigned long long seed, float prob) {
+  gen_binary<<<grid_for(n), 256, 0, g_stream>>>((half*)p, n, seed, prob);
+  CUDA_TRY(cudaGetLastError());
+  return 0;
+}
+
+int cl2_fill_honesty(void* A, void* B, int M, int N, int K, unsigned long long seed) {
+  fill_u16<<<grid_for((size_t)M * K), 256, 0, g_stream>>>((uint16_t*)A, (size_t)M * K, 0x3C00);  // 1.0
+  gen_honesty_B<<<grid_for((size_t)K * N), 256, 0, g_stream>>>((half*)B, K, N, seed);
+  CUDA_TRY(cudaGetLastError());
+  return 0;
+}
+
+int cl2_transpose(const void* src, void* dst, int rows, int cols) {
+  dim3 grid((cols + 31) / 32, (rows + 31) / 32), block(32, 8);
+  transpose_h<<<grid, block, 0, g_stream>>>((const half*)src, (half*)dst, rows, cols);
+  CUDA_TRY(cudaGetLastError());
+  return 0;
+}
+
+int cl2_copy(void* dst, const void* src, size_t bytes) {
+  CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g_stream));
+  return 0;
+}
+
+// Number of 16-bit elements that differ bitwise, or -1 on error.
+long long cl2_count_diff(const void* a, const void* b, size_t n_half) {
+  if (cudaMemsetAsync(g_counter, 0, sizeof(unsigned long long), g_stream) != cudaSuccess) return -1;
+  count_diff_u16<<<grid_for(n_half), 256, 0, g_stream>>>((const uint16_t*)a, (const uint16_t*)b, n_half, g_counter);
+  unsigned long long c = 0;
+  if (cudaMemcpyAsync(&c, g_counter, sizeof(c), cudaMemcpyDeviceToHost, g_stream) != cudaSuccess) return -1;
+  if (cudaStreamSynchronize(g_stream) != cudaSuccess) return -1;
+  return (long long)c;
+}
+
+// fp32 reference on the CUDA cores: Cref (M x N row-major fp32) = float(A) · float(B).
+// a32 / b32 are caller-provided scratch of M*K and K*N floats.
+int cl2_reference(const void* A, const void* B, float* a32, float* b32, float* cref, int M, int N, int K) {
+  half_to_float<<<grid_for((size_t)M * K), 256, 0, g_stream>>>((const half*)A, a32, (size_t)M * K);
+  half_to_float<<<grid_for((size_t)K * N), 256, 0, g_stream>>>((const half*)B, b32, (size_t)K * N);
+  CUDA_TRY(cudaGetLastError());
+  float one = 1.f, zero = 0.f;
+  CUBLAS_TRY(cublasSgemm(g_cublas_ref, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, b32, N, a32, K, &zero, cref, N));
+  return 0;
+}
+
+// out: [max_abs_diff, nonfinite, exact_mismatches, exact_eligible]
+int cl2_compare(const void* C, const float* cref, size_t n, float exact_limit, double* out) {
+  CUDA_TRY(cudaMemsetAsync(g_counter, 0, 3 * sizeof(unsigned long long), g_stream));
+  CUDA_TRY(cudaMemsetAsync(g_fscratch, 0, sizeof(float), g_stream));
+  compare_k<<<grid_for(n), 256, 0, g_stream>>>((const half*)C, cref, n, exact_limit, (unsigned int*)g_fscratch,
+                                              g_counter);
+  CUDA_TRY(cudaGetLastError());
+  unsigned long long cnt[3];
+  float m;
+  CUDA_TRY(cudaMemcpyAsync(cnt, g_counter, sizeof(cnt), cudaMemcpyDeviceToHost, g_stream));
+  CUDA_TRY(cudaMemcpyAsync(&m, g_fscratch, sizeof(m), cudaMemcpyDeviceToHost, g_stream));
+  CUDA_TRY(cudaStreamSynchronize(g_stream));
+  out[0] = m;
+  out[1] = (double)cnt[0];
+  out[2] = (double)cnt[1];
+  out[3] = (double)cnt[2];
+  return 0;
+}
+
+// ---- callables ----------------------------------------------------------------------------------------------
+int cl2_register_candidate(void* fn, int M, int N, int K) {
+  Callable c;
+  c.kind = CANDIDATE;
+  c.fn = (hgemm_fn)fn;
+  c.M = M, c.N = N, c.K = K;
+  g_calls.push_back(c);
+  return (int)g_calls.size() - 1;
+}
+
+int cl2_register_cublas(int tn, int acc16, int M, int N, int K) {
+  Callable c;
+  c.kind = CUBLAS;
+  c.tn = tn, c.acc16 = acc16, c.M = M, c.N = N, c.K = K;
+  g_calls.push_back(c);
+  return (int)g_calls.size() - 1;
+}
+
+// How many algorithms cuBLASLt's heuristic offers (at most max_algos) for this problem; fills algos_out with the
+// raw 64-byte algorithm records, in heuristic order.
+int cl2_lt_heuristics(int tn, int acc16, int M, int N, int K, int max_algos, void* algos_out) {
+  Callable c;
+  c.kind = LT;
+  c.tn = tn, c.acc16 = acc16, c.M = M, c.N = N, c.K = K;
+  int rc = lt_setup(c);
+  if (rc) return -rc;
+  cublasLtMatmulPreference_t pref;
+  if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return -1;
+  size_t ws = kLtWorkspace;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  std::vector<cublasLtMatmulHeuristicResult_t> res(max_algos);
+  int found = 0;
+  cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(g_lt, c.desc, c.la, c.lb, c.lc, c.lc, pref, max_algos,
+                                                    res.data(), &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatmulDescDestroy(c.desc);
+  cublasLtMatrixLayoutDestroy(c.la);
+  cublasLtMatrixLayoutDestroy(c.lb);
+  cublasLtMatrixLayoutDestroy(c.lc);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    fail("cublasLtMatmulAlgoGetHeuristic", 1000 + (int)s);
+    return -1;
+  }
+  int n = 0;
+  for (int i = 0; i < found; ++i) {
+    if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    memcpy((char*)algos_out + 64 * n, &res[i].algo, 64);
+    ++n;
+  }
+  return n;
+}
+
+// algo: a 64-byte record from cl2_lt_heuristics, or NULL to use the heuristic's top-1.
+int cl2_register_lt(int tn, int acc16, int M, int N, int K, const void* algo) {
+  Callable c;
+  c.kind = LT;
+  c.tn = tn, c.acc16 = acc16, c.M = M, c.N = N, c.K = K;
+  int rc = lt_setup(c);
+  if (rc) return -rc;
+  if (algo) {
+    memcpy(&c.algo, algo, 64);
+    c.has_algo = true;
+  } else {
+    unsigned char buf[64];
+    if (cl2_lt_heuristics(tn, acc16, M, N, K, 1, buf) < 1) return -1;
+    memcpy(&c.algo, buf, 64);
+    c.has_algo = true;
+  }
+  g_calls.push_back(c);
+  return (int)g_calls.size() - 1;
+}
+
+int cl2_release_callables() {
+  for (auto& c : g_calls)
+    if (c.kind == LT) {
+      cublasLtMatmulDescDestroy(c.desc);
+      cublasLtMatrixLayoutDestroy(c.la);
+      cublasLtMatrixLayoutDestroy(c.lb);
+      cublasLtMatrixLayoutDestroy(c.lc);
+    }
+  g_calls.clear();
+  return 0;
+}
+
+// One call on the contract stream; returns the callable's own status (the candidate's return value).
+int cl2_call(int id, const void* A, const void* B, const void* Bc, void* C) {
+  return call(g_calls[id], (const half*)A, (const half*)B, (const half*)Bc, (half*)C);
+}
+
+// Stream-side blocking kernel, released by cl2_release(); pair them around a batch that the host queues.
+int cl2_hold() {
+  *g_flag_host = 0;
+  __sync_synchronize();
+  // A callable that synchronises the device inside its call (cudaMalloc/cudaFree) would wait on this hold;
+  // the timeout bounds that and the flag tells the caller to time it without a hold.
+  block_until_released<<<1, 1, 0, g_stream>>>(g_flag_dev, 200000000ull, g_hold_timed_out);
+  CUDA_TRY(cudaGetLastError());
+  return 0;
+}
+int cl2_release() {
+  __sync_synchronize();
+  *g_flag_host = 1;
+  __sync_synchronize();
+  return 0;
+}
+// 1 when some hold expired since the last query (and clears the flag), 0 otherwise, -1 on error.
+int cl2_hold_timed_out() {
+  int v = 0;
+  if (cudaMemcpyAsync(&v, g_hold_timed_out, sizeof(int), cudaMemcpyDeviceToHost, g_stream) != cudaSuccess) return -1;
+  if (cudaMemsetAsync(g_hold_timed_out, 0, sizeof(int), g_stream) != cudaSuccess) return -1;
+  if (cudaStreamSynchronize(g_stream) != cudaSuccess) return -1;
+  return v;
+}
+
+int cl2_record(int which) {
+  CUDA_TRY(cudaEventRecord(which ? g_ev1 : g_ev0, g_stream));
+  return 0;
+}
+float cl2_elapsed_ms() {
+  if (cudaEventSynchronize(g_ev1) != cudaSuccess) return -1.f;
+  float ms = -1.f;
+  cudaEventElapsedTime(&ms, g_ev0, g_ev1);
+  return ms;
+}
+
+// Times `reps` back-to-back calls of one callable between two events, after a held start so that host launch
+// cost is hidden (offline mode). Returns milliseconds per call, or a negative value on error (rc in *status).
+double cl2_time_batch(int id, const void* A, const void* B, const void* Bc, void* C, int reps, int hold,
+                      int* status) {
+  *status = 0;
+  const Callable& c = g_calls[id];
+  if (hold && cl2_hold()) {
+    *status = -1;
+    return -1;
+  }
+  cudaEventRecord(g_ev0, g_stream);
+  for (int r = 0; r < reps; ++r) {
+    int rc = call(c, (const half*)A, (const half*)B, (const half*)Bc, (half*)C);
+    if (rc) {
+      *status = rc;
+      cl2_release();
+      cudaStreamSynchronize(g_stream);
+      return -1;
+    }
+  }
+  cudaEventRecord(g_ev1, g_stream);
+  cl2_release();
+  cudaError_t e = cudaEventSynchronize(g_ev1);
+  if (e != cudaSuccess) {
+    *status = (int)e;
+    fail("timed batch", (int)e);
+    return -1;
+  }
+  float ms = 0;
+  cudaEventElapsedTime(&ms, g_ev0, g_ev1);
+  return (double)ms / reps;
+}
+
+// Escaped-work probe: event time of `reps` calls against the host wall time until the whole device is idle.
+// out: [event_ms, host_enqueue_ms, device_idle_wall_ms]
+int cl2_escape_probe(int id, const void* A, const void* B, const void* Bc, void* C, int reps, double* out) {
+  CUDA_TRY(cudaDeviceSynchronize());
+  const Callable& c = g_calls[id];
+  struct timespec t0, t1, t2;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  CUDA_TRY(cudaEventRecord(g_ev0, g_stream));
+  for (int r = 0; r < reps; ++r) {
+    int rc = call(c, (const half*)A, (const half*)B, (const half*)Bc, (half*)C);
+    if (rc) return rc;
+  }
+  CUDA_TRY(cudaEventRecord(g_ev1, g_stream));
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  CUDA_TRY(cudaDeviceSynchronize());
+  clock_gettime(CLOCK_MONOTONIC, &t2);
+  float ms = 0;
+  CUDA_TRY(cudaEventElapsedTime(&ms, g_ev0, g_ev1));
+  auto diff = [](timespec a, timespec b) { return (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) * 1e-6; };
+  out[0] = ms;
+  out[1] = diff(t0, t1);
+  out[2] = diff(t0, t2);
+  return 0;
+}
+
+}  // extern "C"

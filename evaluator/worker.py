@@ -1,0 +1,204 @@
+"""The GPU worker process: one per GPU, reused while healthy, replaced when a candidate poisons it.
+
+Protocol: JSON lines. Requests arrive on stdin; progress events and the result go out on the process's original
+stdout, which is moved away from fd 1 first so that anything a candidate prints lands on stderr instead of in the
+protocol. After a CUDA error the worker answers with "poisoned": true and exits: its context is not trusted again.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import random
+import sys
+import time
+import traceback
+
+from evaluator import record as R
+
+
+class Worker:
+    def __init__(self, native_so: str, out):
+        from evaluator.native import Native
+
+        self.out = out
+        self.nat = Native(native_so, 0)
+        self.info = self.nat.info()
+        from evaluator.gpu import device_name, nvidia_smi_query
+
+        self.info["name"] = device_name(0)
+        smi = nvidia_smi_query("driver_version,clocks.max.sm,clocks.max.mem")
+        if smi:
+            self.info.update(driver_version=smi[0], max_sm_clock_mhz=smi[1], max_mem_clock_mhz=smi[2])
+
+    def send(self, obj: dict) -> None:
+        self.out.write(json.dumps(obj) + "\n")
+        self.out.flush()
+
+    def progress(self, msg: str) -> None:
+        self.send({"event": "progress", "msg": msg})
+
+    def gpu_facts(self) -> dict:
+        from evaluator.gpu import nvidia_smi_query
+
+        facts = dict(self.info)
+        now = nvidia_smi_query("clocks.sm,clocks.mem,temperature.gpu,power.draw")
+        if now:
+            facts.update(sm_clock_mhz=now[0], mem_clock_mhz=now[1], temperature_c=now[2], power_w=now[3])
+        return facts
+
+    # -- requests -----------------------------------------------------------------------------------------------
+    def handle(self, req: dict) -> dict:
+        op = req.get("op")
+        if op == "ping":
+            return {"status": "ok", "gpu": self.info}
+        if op == "evaluate":
+            return self.evaluate(req)
+        if op == "baselines":
+            return self.baselines_only(req)
+        return {"status": R.ERROR, "reason": f"unknown op {op!r}"}
+
+    def _setup(self, req: dict):
+        from evaluator.baselines import build_baselines
+        from evaluator.buffers import OperandSet, Reference
+        from evaluator.timing import PROFILES
+
+        m, n, k = req["shape"]
+        acc16 = req.get("acc", "fp32") == "fp16"
+        prof = PROFILES[req.get("profile", "quick")]
+        ops = OperandSet(self.nat, m, n, k, snapshots=False)
+        ref = Reference(self.nat, m, n, k)
+        try:
+            base = build_baselines(self.nat, self.info["name"], self.info["cublaslt"], (m, n, k), acc16, ops, ref,
+                                   prof.autotune_rounds, self.progress)
+        except Exception:
+            ops.free()
+            ref.free()
+            raise
+        return (m, n, k), acc16, prof, ops, ref, base
+
+    def baselines_only(self, req: dict) -> dict:
+        from evaluator.timing import measure, summarise
+
+        shape, acc16, prof, ops, ref, base = self._setup(req)
+        try:
+            ops.fill("normal", int(req.get("seed", 1)))
+            rng = random.Random(int(req.get("seed", 1)))
+            ref_name = "cublas-NN"
+            times, meta = measure(self.nat, base, ref_name, ops, req.get("mode", "offline"), prof, rng, self.progress)
+            details = {n: getattr(c, "detail", {}) for n, c in base.items()}
+            cand_t, others = summarise(times, ref_name, details)
+            others[ref_name] = cand_t
+            return {"status": R.OK, "baselines": {k: _asdict(v) for k, v in others.items()}, "timing_meta": meta,
+                    "gpu": self.gpu_facts()}
+        finally:
+            ops.free()
+            ref.free()
+            self.nat.release_callables()
+
+    def evaluate(self, req: dict) -> dict:
+        from evaluator.baselines import NativeCallable
+        from evaluator.buffers import OperandSet
+        from evaluator.checks import Checker, CudaFault, Unsupported
+        from evaluator.timing import measure, summarise
+
+        t_start = time.perf_counter()
+        seed = int(req.get("seed", random.SystemRandom().randrange(1 << 40)))
+        lib = ctypes.CDLL(req["so_path"])
+        fn = ctypes.cast(lib.hgemm, ctypes.c_void_p).value
+        shape, acc16, prof, ops, ref, base = self._setup(req)
+        cand = NativeCallable(self.nat, "candidate", self.nat.register_candidate(fn, *shape))
+        checker = Checker(self.nat, cand, base, shape, acc16, seed, prof.draws, self.progress)
+        result: dict = {"gpu": self.gpu_facts(), "seed": seed}
+        try:
+            ops.free()  # the checks use operand sets at fresh addresses
+            try:
+                checker.run()
+            except Unsupported as e:
+                return {**result, "status": R.UNSUPPORTED_SHAPE, "reason": str(e), "checks": _checks(checker)}
+            except CudaFault as e:
+                return {**result, "status": R.CRASH, "reason": str(e), "checks": _checks(checker), "poisoned": True}
+            failed = [c for c in checker.checks if not c.passed]
+            if failed:
+                escaped = any(c.name == "work_completes_on_stream" for c in failed)
+                status = R.ESCAPED_WORK if escaped else R.INCORRECT
+                return {**result, "status": status, "checks": _checks(checker),
+                        "reason": "; ".join(f"{c.name}: {c.detail}" for c in failed)}
+            # Timing on a third operand set at new addresses, with fresh inputs.
+            ops = OperandSet(self.nat, *shape, snapshots=False)
+            ops.fill("normal", seed + 606)
+            callables = {"candidate": cand, **base}
+            try:
+                times, meta = measure(self.nat, callables, "candidate", ops, req.get("mode", "offline"), prof,
+                                      random.Random(seed), self.progress)
+                checker.timed_output(ops, ref, meta["reps"]["candidate"])
+            except Exception as e:  # a fault while timing is still the candidate's fault
+                err = self.nat.sync()
+                if err:
+                    return {**result, "status": R.CRASH, "reason": f"CUDA error {err} while timing: {e}",
+                            "checks": _checks(checker), "poisoned": True}
+                raise
+            if not checker.checks[-1].passed:
+                return {**result, "status": R.INCORRECT, "checks": _checks(checker),
+                        "reason": f"timed_output_correct: {checker.checks[-1].detail}"}
+            details = {n: getattr(c, "detail", {}) for n, c in callables.items()}
+            cand_t, others = summarise(times, "candidate", details, seed)
+            result.update(status=R.OK, checks=_checks(checker), candidate=_asdict(cand_t),
+                          baselines={k: _asdict(v) for k, v in others.items()}, timing_meta=meta)
+            result["worker_seconds"] = time.perf_counter() - t_start
+            return result
+        finally:
+            ops.free()
+            ref.free()
+            self.nat.release_callables()
+
+
+def _asdict(t) -> dict:
+    import dataclasses
+
+    return dataclasses.asdict(t)
+
+
+def _checks(checker) -> list[dict]:
+    import dataclasses
+
+    return [dataclasses.asdict(c) for c in checker.checks]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="cuda-l2 GPU worker (started by evaluator.pool)")
+    ap.add_argument("--native", required=True)
+    args = ap.parse_args(argv)
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # candidate printf / std::cout go to stderr, never into the protocol
+    sys.stdout = sys.stderr
+    try:
+        w = Worker(args.native, out)
+    except Exception as e:
+        out.write(json.dumps({"event": "fatal", "reason": f"worker start failed: {e}"}) + "\n")
+        out.flush()
+        return 3
+    w.send({"event": "ready", "gpu": w.info})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            req = json.loads(line)
+        except ValueError:
+            w.send({"event": "result", "id": None, "result": {"status": R.ERROR, "reason": "bad request"}})
+            continue
+        try:
+            res = w.handle(req)
+        except Exception as e:
+            err = w.nat.sync()
+            res = {"status": R.CRASH if err else R.ERROR, "reason": f"{type(e).__name__}: {e}",
+                   "traceback": traceback.format_exc()[-3000:], "poisoned": bool(err)}
+        w.send({"event": "result", "id": req.get("id"), "result": res})
+        if res.get("poisoned"):
+            return 4
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
