@@ -8,7 +8,8 @@ import sys
 # (module, function that adds its subcommands). Modules are imported only when the CLI starts, so a broken
 # optional part (say retrieval without chromadb) costs its own subcommands, not the whole tool.
 _COMMAND_MODULES = [
-    "evaluator.cli",  # eval, baselines, profile
+    "evaluator.cli",  # eval, baselines
+    "evaluator.profile_cli",  # profile
     "agent.propose_cli",  # propose
     "agent.retrieval.cli",  # corpus build|query|stats
     "agent.campaign_cli",  # campaign, archive, inspect, report
