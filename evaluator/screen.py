@@ -145,7 +145,9 @@ _STREAM_MSG = "a candidate launches only on the `stream` it is given and creates
 _RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\bcu(?:da)?Stream(?:Create\w*|Destroy\w*|BeginCapture\w*|EndCapture|AddCallback|AttachMemAsync|"
                 r"WaitEvent\w*|SetAttribute|CopyAttributes)\b"), _STREAM_MSG),
-    (re.compile(r"\bcu(?:da)?(?:Event\w+|Graph\w*|LaunchHostFunc|UserObject\w*)\b"), _STREAM_MSG),
+    # Function names only: a type such as cudaEvent_t on its own does nothing.
+    (re.compile(r"\bcu(?:da)?(?:Event(?:Create|Record|Synchronize|Query|Destroy|ElapsedTime)\w*|Graph[A-Z]\w*|LaunchHostFunc|UserObject[A-Z]\w*)\b(?<!_t)"),
+     _STREAM_MSG),
     (re.compile(r"\b(?:cudaStreamPerThread|cudaStreamLegacy|CU_STREAM_PER_THREAD|CU_STREAM_LEGACY)\b"),
      "names a stream other than the `stream` argument; all work must go on `stream`"),
     (re.compile(r"\bcu(?:da)?(?:DeviceSynchronize|ThreadSynchronize|StreamSynchronize|StreamQuery|CtxSynchronize)\b"),
@@ -245,14 +247,13 @@ def screen(source: str) -> list[str]:
                        "create threads")
     if m := _HOST_SYSCALL_ASM.search(nc):
         reasons.append(f"line {_line_of(nc, m.start())}: inline assembly making a system call")
-    seen: set[tuple[str, str]] = set()
+    found: dict[str, tuple[int, str]] = {}
     for pattern, why in _RULES:
         for m in pattern.finditer(code):
             name = re.sub(r"\s+", "", m.group()).rstrip("(")
-            if (name, why) in seen:
-                continue
-            seen.add((name, why))
-            reasons.append(f"line {_line_of(code, m.start())}: {name}: {why}")
+            found.setdefault(name, (_line_of(code, m.start()), why))
+    for name, (line, why) in sorted(found.items(), key=lambda kv: kv[1][0]):
+        reasons.append(f"line {line}: {name}: {why}")
     reasons.extend(_hgemm_reasons(nc, code))
     return reasons
 
