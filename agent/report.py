@@ -8,6 +8,7 @@ Nothing is fetched from elsewhere, so the file can be mailed or archived on its 
 from __future__ import annotations
 
 import html
+import json
 import math
 import os
 import statistics
@@ -203,6 +204,61 @@ def render(rows: list[ShapeRow], *, run: str, out_path: str | Path, meta: dict |
         run=run, meta=meta or {}, generated=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         tables=summary_tables(rows), plot_svg=speedup_plot_svg(rows), per_shape=per_shape,
         series=[label for label, _, _ in PLOT_SERIES], select_by=SELECT_BY)
+
+
+class ReportError(ValueError):
+    pass
+
+
+def collect_rows(run_dir: str | Path) -> list[ShapeRow]:
+    """Per (gpu, acc, shape) and mode: the best kernel's measurement. The campaign re-measures each winner in
+    every final mode (campaign.sqlite); where it has not (yet), the search's own measurement is used."""
+    from agent.archive import Archive
+
+    run_dir = Path(run_dir)
+    archive = Archive(run_dir / "archive.sqlite")
+    finals: dict[tuple, list[dict]] = {}
+    if (run_dir / "campaign.sqlite").is_file():
+        from agent.campaign import CampaignDB
+
+        for f in CampaignDB(run_dir / "campaign.sqlite").finals():
+            finals.setdefault((f["gpu"], f["acc"], tuple(f["shape"])), []).append(f)
+    search_mode = "offline"
+    if (run_dir / "campaign.json").is_file():
+        search_mode = json.loads((run_dir / "campaign.json").read_text()).get("mode", search_mode)
+    rows = []
+    for key in archive.shapes():
+        hist = archive.history(key.gpu, key.acc, key.shape)
+        tried, correct = len(hist), sum(1 for v in hist if v.status == "ok")
+        best = archive.best(key.gpu, key.acc, key.shape, SELECT_BY)
+        common = dict(shape=tuple(key.shape), acc=key.acc, gpu=key.gpu, tried=tried, correct=correct)
+        if best is None:
+            rows.append(ShapeRow(mode=search_mode, result=None, **common))
+            continue
+        by_mode = {}
+        for f in finals.get((key.gpu, key.acc, tuple(key.shape)), []):
+            if f["source_hash"] == best.source_hash and f["result"].ok:
+                by_mode[f["mode"]] = f["result"]
+        if not by_mode:
+            by_mode[best.result.mode or search_mode] = best.result
+        for mode, res in by_mode.items():
+            rows.append(ShapeRow(mode=mode, result=res, kernel_path=best.kernel_path, variant_id=best.id,
+                                 proposer=best.proposer, **common))
+    return rows
+
+
+def report_run(run: str, *, runs_dir: str | Path = "runs", out: str | Path | None = None) -> Path:
+    run_dir = next((d for d in (Path(runs_dir) / run, Path(run)) if (d / "archive.sqlite").is_file()), None)
+    if run_dir is None:
+        raise ReportError(f"no archive for run {run!r}: looked for {Path(runs_dir) / run / 'archive.sqlite'} and "
+                          f"{Path(run) / 'archive.sqlite'}")
+    rows = collect_rows(run_dir)
+    meta: dict = {"run folder": str(run_dir)}
+    if (run_dir / "campaign.json").is_file():
+        c = json.loads((run_dir / "campaign.json").read_text())
+        meta.update({"search mode": c.get("mode"), "model": (c.get("model") or {}).get("model_name"),
+                     "budget": c.get("budget_candidates") or f"{c.get('budget_minutes')} min"})
+    return write_report(rows, run=run_dir.name, out_path=Path(out) if out else run_dir / "report.html", meta=meta)
 
 
 def write_report(rows: list[ShapeRow], *, run: str, out_path: str | Path, meta: dict | None = None) -> Path:

@@ -1,0 +1,517 @@
+"""A campaign: the per-shape loop (agent.graph.run_shape) over a list of shapes, resumable, on every GPU given.
+
+Work layout. Shapes run in parallel lanes (two per GPU: while one lane's candidate is on the GPU, the other is
+proposing and compiling). The evaluator's WorkerPool holds one worker process per GPU and hands each evaluation to
+an idle one. Every batch of proposals is sent to a compile pool (one nvcc per CPU core) the moment it arrives, so
+by the time the loop asks to evaluate candidate i, candidates i+1.. are already building; the evaluator then finds
+them in its content-hash build cache.
+
+Resume. The loop checkpoints after every node and archives each evaluation the moment it finishes (and looks every
+source up by hash before evaluating it), so running the same command again after a kill continues where each
+shape stopped and repeats no finished evaluation. The campaign's own extras (seeds from the global archive, final
+measurements in each mode) are keyed the same way.
+
+Archives. runs/<run>/archive.sqlite holds this run's variants; the global archive (~/.cache/cuda-l2/archive.sqlite
+or $CUDAL2_ARCHIVE) collects every run's variants. A new shape is seeded with the global archive's best kernel for
+it and for its nearest shapes, re-evaluated here (a number measured elsewhere is never trusted).
+
+The GPU is reached only through a `Seam` (compile, evaluate); tests replace it with recorded results.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import threading
+import time
+import traceback
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from agent.shapes import Shape, shape_str
+from evaluator.record import EvalResult
+
+PROGRESS_BASELINES = [("torch", "torch"), ("cuBLAS", "cublas-max"), ("Lt-heur", "cublaslt-heuristic-max"),
+                      ("Lt-auto", "cublaslt-autotune-max")]
+SEED_PROPOSER = "seed:global-archive"
+FINAL_MODES = ("offline", "server")
+
+
+def global_archive_path() -> Path:
+    env = os.environ.get("CUDAL2_ARCHIVE")
+    if env:
+        return Path(env).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cuda-l2" / "archive.sqlite"
+
+
+class CampaignError(ValueError):
+    """Bad campaign input (exit code 2)."""
+
+
+# ---------------------------------------------------------------- the GPU seam
+
+class Seam:
+    """What the campaign needs from the evaluator. `gpu_name`/`arch` key the archive; `lanes` is the number of
+    shapes worked on at once."""
+    gpu_name: str = ""
+    arch: str | None = None
+    lanes: int = 1
+
+    def compile(self, source: str) -> None:  # warm the build cache; errors surface in evaluate()
+        pass
+
+    def evaluate(self, source: str, shape: Shape, *, acc: str, mode: str, profile: str) -> EvalResult:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class EvaluatorSeam(Seam):
+    """The real evaluator: a WorkerPool over the given GPUs."""
+
+    def __init__(self, gpus: list[int]):
+        from evaluator.gpu import device_count, device_name, native_arch
+        from evaluator.pool import WorkerPool
+
+        n = device_count()
+        bad = [g for g in gpus if g < 0 or g >= n]
+        if bad:
+            raise CampaignError(f"--gpus names GPU(s) {bad}, but this machine has {n} (0..{n - 1})")
+        names = {g: device_name(g) for g in gpus}
+        if len(set(names.values())) > 1:
+            raise CampaignError(f"--gpus mixes GPU models {names}; a campaign times one model (the archive is keyed "
+                                "by it): run one campaign per model")
+        self.gpus = gpus
+        self.gpu_name = names[gpus[0]]
+        self.arch = native_arch(gpus[0])
+        self.lanes = 2 * len(gpus)
+        self.pool = WorkerPool(gpus=gpus, arch=self.arch)
+
+    def compile(self, source: str) -> None:
+        from evaluator.compile import compile_kernel
+
+        compile_kernel(source, self.arch)
+
+    def evaluate(self, source: str, shape: Shape, *, acc: str, mode: str, profile: str) -> EvalResult:
+        from evaluator.api import evaluate
+
+        return evaluate(source, shape, acc=acc, mode=mode, profile=profile, arch=self.arch, pool=self.pool)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+# ---------------------------------------------------------------- progress
+
+@dataclass
+class ShapeProgress:
+    shape: Shape
+    budget: int
+    state: str = "queued"  # queued | running | done | failed
+    tried: int = 0  # evaluations archived for this shape (this run), seeds included
+    ok: int = 0
+    best: dict[str, float] = field(default_factory=dict)  # baseline -> best speedup so far
+    started: float | None = None
+    finished: float | None = None
+    stop_reason: str | None = None
+    error: str = ""
+    eval_seconds: list[float] = field(default_factory=list)
+
+    def note(self, res: EvalResult, seconds: float | None = None) -> None:
+        self.tried += 1
+        if seconds is not None:
+            self.eval_seconds.append(seconds)
+        if res.ok:
+            self.ok += 1
+            for _, name in PROGRESS_BASELINES:
+                s = res.speedup(name)
+                if s is not None and s > self.best.get(name, 0.0):
+                    self.best[name] = s
+
+
+class Progress:
+    """Per-shape progress, shown live in a terminal (rich) and as plain lines otherwise (logs, CI, tests)."""
+
+    def __init__(self, shapes: list[ShapeProgress], lanes: int, console=None, live: bool | None = None):
+        from rich.console import Console
+
+        self.shapes = {p.shape: p for p in shapes}
+        self.lanes = max(1, lanes)
+        self.console = console or Console(stderr=True)
+        self.live_enabled = self.console.is_terminal if live is None else live
+        self._lock = threading.Lock()
+        self._live = None
+        self.t0 = time.monotonic()
+
+    def __enter__(self) -> "Progress":
+        if self.live_enabled:
+            from rich.live import Live
+
+            self._live = Live(self.table(), console=self.console, refresh_per_second=2, transient=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._live is not None:
+            self._live.update(self.table())
+            self._live.__exit__(*exc)
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.update(self.table())
+
+    def event(self, shape: Shape, kind: str, res: EvalResult | None = None, seconds: float | None = None,
+              **info: Any) -> None:
+        with self._lock:
+            p = self.shapes[shape]
+            if kind == "start":
+                p.state, p.started = "running", time.monotonic()
+            elif kind == "eval" and res is not None:
+                p.note(res, seconds)
+            elif kind == "done":
+                p.state, p.finished, p.stop_reason = "done", time.monotonic(), info.get("stop_reason")
+            elif kind == "failed":
+                p.state, p.finished, p.error = "failed", time.monotonic(), info.get("error", "")
+            if self._live is None:
+                self.console.print(self.line(p, kind, res, info), highlight=False, soft_wrap=True)
+            else:
+                self._refresh()
+
+    def line(self, p: ShapeProgress, kind: str, res: EvalResult | None, info: dict) -> str:
+        best = " ".join(f"{label}={p.best[name]:.3f}x" for label, name in PROGRESS_BASELINES if name in p.best)
+        head = f"[{shape_str(p.shape)}] {kind}"
+        if kind == "eval" and res is not None:
+            sp = res.speedup("cublaslt-autotune-max") if res.ok else None
+            head += f" {res.status}" + (f" {sp:.3f}x vs cublaslt-autotune-max" if sp is not None else "")
+        elif kind == "done":
+            head += f" ({p.stop_reason or 'finished'})"
+        elif kind == "failed":
+            head += f": {p.error}"
+        elif info.get("note"):
+            head += f": {info['note']}"
+        return f"{head} | tried {p.tried}/{p.budget} ok {p.ok} | best {best or '-'} | ETA {fmt_eta(self.eta())}"
+
+    def eta(self) -> float | None:
+        """Seconds left for the whole campaign: remaining candidates × the mean evaluation time / lanes."""
+        secs = [s for p in self.shapes.values() for s in p.eval_seconds]
+        if not secs:
+            return None
+        per = sum(secs) / len(secs)
+        left = sum(max(0, p.budget - p.tried) for p in self.shapes.values() if p.state in ("queued", "running"))
+        return left * per / self.lanes
+
+    def shape_eta(self, p: ShapeProgress) -> float | None:
+        if p.state != "running":
+            return 0.0 if p.state in ("done", "failed") else None
+        secs = p.eval_seconds or [s for q in self.shapes.values() for s in q.eval_seconds]
+        if not secs:
+            return None
+        return max(0, p.budget - p.tried) * sum(secs) / len(secs)
+
+    def table(self):
+        from rich.table import Table
+
+        el = time.monotonic() - self.t0
+        t = Table(title=f"campaign · {sum(p.state == 'done' for p in self.shapes.values())}/{len(self.shapes)} "
+                        f"shapes done · {fmt_eta(el)} elapsed · ETA {fmt_eta(self.eta())}", title_justify="left")
+        t.add_column("shape", justify="left")
+        t.add_column("state", justify="left")
+        t.add_column("tried", justify="right")
+        t.add_column("ok", justify="right")
+        for label, _ in PROGRESS_BASELINES:
+            t.add_column(f"vs {label}", justify="right")
+        t.add_column("ETA", justify="right")
+        style = {"done": "green", "failed": "red", "running": "yellow", "queued": "dim"}
+        for p in self.shapes.values():
+            cells = []
+            for _, name in PROGRESS_BASELINES:
+                v = p.best.get(name)
+                cells.append("–" if v is None else f"[{'green' if v > 1 else 'red'}]{v:.3f}×[/]")
+            state = p.state + (f" ({p.stop_reason})" if p.stop_reason else "")
+            t.add_row(shape_str(p.shape), f"[{style[p.state]}]{state}[/]", f"{p.tried}/{p.budget}", str(p.ok), *cells,
+                      fmt_eta(self.shape_eta(p)))
+        return t
+
+
+def fmt_eta(s: float | None) -> str:
+    if s is None:
+        return "?"
+    s = int(round(s))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+# ---------------------------------------------------------------- compile-ahead
+
+class _CompileAhead:
+    """Sends every proposed source to the compile pool as soon as it is proposed."""
+
+    def __init__(self, seam: Seam, workers: int):
+        self.seam = seam
+        self.pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="compile")
+        self._futs: dict[str, Future] = {}
+        self._lock = threading.Lock()
+
+    def submit(self, source: str) -> Future:
+        with self._lock:
+            f = self._futs.get(source)
+            if f is None:
+                f = self._futs[source] = self.pool.submit(self.seam.compile, source)
+            return f
+
+    def wait(self, source: str) -> None:
+        f = self.submit(source)
+        try:
+            f.result()
+        except Exception:
+            pass  # the evaluator compiles again and reports the error as the kernel's status
+        with self._lock:
+            self._futs.pop(source, None)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+class _AheadProposer:
+    """A proposer whose proposals start compiling the moment they exist."""
+
+    def __init__(self, inner, ahead: _CompileAhead):
+        self.inner, self.ahead, self.name = inner, ahead, inner.name
+
+    def propose(self, context, n):
+        props = self.inner.propose(context, n)
+        for p in props:
+            if p.source:
+                self.ahead.submit(p.source)
+        return props
+
+    def prompt_for_log(self, context):
+        return self.inner.prompt_for_log(context)
+
+
+# ---------------------------------------------------------------- campaign bookkeeping (finals)
+
+class CampaignDB:
+    """runs/<run>/campaign.sqlite: the final measurement of each shape's best kernel in each mode."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        with self._conn() as c:
+            c.execute("PRAGMA journal_mode=WAL")
+            c.execute("CREATE TABLE IF NOT EXISTS finals (gpu TEXT, acc TEXT, m INT, n INT, k INT, mode TEXT, "
+                      "variant_id INT, source_hash TEXT, result TEXT, created_at REAL, "
+                      "PRIMARY KEY (gpu, acc, m, n, k, mode, source_hash))")
+
+    @contextmanager
+    def _conn(self) -> Iterator[sqlite3.Connection]:
+        c = sqlite3.connect(self.path, timeout=60)
+        try:
+            with c:
+                yield c
+        finally:
+            c.close()
+
+    def get_final(self, gpu, acc, shape, mode, source_hash) -> EvalResult | None:
+        with self._conn() as c:
+            r = c.execute("SELECT result FROM finals WHERE gpu=? AND acc=? AND m=? AND n=? AND k=? AND mode=? AND "
+                          "source_hash=?", (gpu, acc, *shape, mode, source_hash)).fetchone()
+        return EvalResult.from_json(r[0]) if r else None
+
+    def put_final(self, gpu, acc, shape, mode, variant_id, source_hash, res: EvalResult) -> None:
+        from agent.secrets import scrub
+
+        with self._conn() as c:
+            c.execute("INSERT OR REPLACE INTO finals VALUES (?,?,?,?,?,?,?,?,?,?)",
+                      (gpu, acc, *shape, mode, variant_id, source_hash, scrub(res.to_json()), time.time()))
+
+    def finals(self) -> list[dict[str, Any]]:
+        with self._conn() as c:
+            rows = c.execute("SELECT gpu, acc, m, n, k, mode, variant_id, source_hash, result FROM finals").fetchall()
+        return [{"gpu": r[0], "acc": r[1], "shape": (r[2], r[3], r[4]), "mode": r[5], "variant_id": r[6],
+                 "source_hash": r[7], "result": EvalResult.from_json(r[8])} for r in rows]
+
+
+# ---------------------------------------------------------------- the campaign
+
+@dataclass
+class CampaignConfig:
+    run: str
+    shapes: list[Shape]
+    acc: str = "fp32"
+    mode: str = "offline"
+    profile: str = "quick"  # the search's timing profile
+    budget_candidates: int | None = 16
+    budget_minutes: float | None = None  # the whole campaign's wall-clock budget
+    runs_dir: Path = Path("runs")
+    global_archive: Path | None = None  # None: no global archive
+    seed_from_global: bool = True
+    final_modes: tuple[str, ...] = FINAL_MODES  # re-measure each shape's winner in these modes
+    n_per_step: int = 4
+    compile_workers: int | None = None
+    retrieve: bool = True
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.runs_dir) / self.run
+
+
+def _check_run_params(cfg: CampaignConfig, seam: Seam, model_public: dict) -> None:
+    """A run is one GPU model, accumulator and search mode; re-running with others would mix incomparable
+    numbers in one archive, so it is refused with the way out."""
+    path = cfg.run_dir / "campaign.json"
+    now = {"acc": cfg.acc, "mode": cfg.mode, "profile": cfg.profile, "gpu": seam.gpu_name}
+    if path.is_file():
+        prev = json.loads(path.read_text())
+        diff = {k: (prev.get(k), v) for k, v in now.items() if prev.get(k) not in (None, v)}
+        if diff:
+            what = ", ".join(f"{k} was {a!r}, now {b!r}" for k, (a, b) in diff.items())
+            raise CampaignError(f"run {cfg.run!r} exists with other settings ({what}); resume it with the same "
+                                f"settings or start another with --run NAME")
+        shapes = [tuple(s) for s in prev.get("shapes", [])]
+        shapes += [s for s in cfg.shapes if s not in shapes]
+    else:
+        prev, shapes = {}, list(cfg.shapes)
+    doc = {**prev, **now, "run": cfg.run, "shapes": [list(s) for s in shapes], "model": model_public,
+           "budget_candidates": cfg.budget_candidates, "budget_minutes": cfg.budget_minutes,
+           "created": prev.get("created", time.time()), "updated": time.time()}
+    cfg.run_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.replace(path)
+
+
+def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[], Any],
+                 retrieve_fn: Callable | None = None, model_public: dict | None = None, console=None,
+                 live: bool | None = None) -> dict[str, Any]:
+    """Run or resume the campaign; returns a summary (per-shape outcomes, failures)."""
+    from agent.archive import Archive
+    from agent.graph import run_shape
+    from agent.transcript import Transcript
+
+    if not cfg.shapes:
+        raise CampaignError("no shapes to run")
+    if cfg.budget_candidates is None and cfg.budget_minutes is None:
+        raise CampaignError("give a budget: --budget N (candidates per shape) or --minutes M (whole campaign)")
+    _check_run_params(cfg, seam, model_public or {})
+    run_dir = cfg.run_dir
+    archive = Archive(run_dir / "archive.sqlite")
+    transcript = Transcript(run_dir / "transcript.jsonl", run=cfg.run)
+    gdb = Archive(cfg.global_archive) if cfg.global_archive else None
+    cdb = CampaignDB(run_dir / "campaign.sqlite")
+    lanes = max(1, min(seam.lanes, len(cfg.shapes)))
+    # --minutes is for the whole campaign: each lane runs its share of shapes one after another.
+    per_shape_minutes = None
+    if cfg.budget_minutes is not None:
+        per_shape_minutes = cfg.budget_minutes / math.ceil(len(cfg.shapes) / lanes)
+    budget = cfg.budget_candidates if cfg.budget_candidates is not None else 10_000
+    gpu, acc = seam.gpu_name, cfg.acc
+
+    progress_rows = []
+    for s in cfg.shapes:
+        p = ShapeProgress(s, budget if cfg.budget_candidates is not None else 0)
+        for v in archive.history(gpu, acc, s):  # a resumed run starts from what it has
+            p.note(v.result)
+        progress_rows.append(p)
+    progress = Progress(progress_rows, lanes, console=console, live=live)
+    if cfg.budget_candidates is None:
+        for p in progress_rows:
+            p.budget = max(p.tried, 1)  # unknown under a time budget; shown as tried/tried
+    ahead = _CompileAhead(seam, cfg.compile_workers or os.cpu_count() or 1)
+    outcomes: dict[Shape, Any] = {}
+    failures: dict[Shape, str] = {}
+
+    def evaluate_for(shape: Shape) -> Callable[..., EvalResult]:
+        def evaluate_fn(source, shp, *, acc, arch=None, **kw) -> EvalResult:
+            ahead.wait(source)
+            t0 = time.monotonic()
+            res = seam.evaluate(source, tuple(shp), acc=acc, mode=cfg.mode, profile=cfg.profile)
+            dt = time.monotonic() - t0
+            if res.status not in ("no_gpu", "error"):  # the loop archives these; others are retried later
+                progress.event(shape, "eval", res, dt)
+            return res
+        return evaluate_fn
+
+    def seed(shape: Shape) -> None:
+        """A fresh shape starts from the global archive's best kernels for it and its nearest shapes."""
+        if gdb is None or not cfg.seed_from_global or archive.history(gpu, acc, shape):
+            return
+        picks = []
+        own = gdb.best(gpu, acc, shape)
+        if own is not None:
+            picks.append(own)
+        picks += gdb.neighbours(gpu, acc, shape, k=2)
+        for v in picks[:3]:
+            src = v.read_source()
+            if archive.find_by_hash(gpu, acc, shape, v.source_hash) is not None:
+                continue
+            ahead.submit(src)
+            res = evaluate_for(shape)(src, shape, acc=acc)
+            if res.status in ("no_gpu", "error"):
+                continue
+            vid = archive.add(cfg.run, gpu, acc, shape, src, SEED_PROPOSER, res, family=v.family, params=v.params,
+                              step=None, parent=None)
+            transcript.append(thread=f"{gpu}|{acc}|{shape_str(shape)}", shape=shape, step=0, node="seed",
+                              input={"from": str(cfg.global_archive), "variant": v.id, "run": v.run,
+                                     "shape": list(v.shape), "source_hash": v.source_hash},
+                              output={"variant_id": vid, "status": res.status,
+                                      "speedup": res.speedup("cublaslt-autotune-max") if res.ok else None})
+
+    def finalize(shape: Shape) -> None:
+        """Measure the winner in each final mode (the search used one), and share the variants globally."""
+        best = archive.best(gpu, acc, shape)
+        if best is not None:
+            src = best.read_source()
+            for mode in cfg.final_modes:
+                if cdb.get_final(gpu, acc, shape, mode, best.source_hash) is not None:
+                    continue
+                res = seam.evaluate(src, shape, acc=acc, mode=mode, profile=cfg.profile)
+                if res.status in ("no_gpu", "error"):
+                    continue
+                cdb.put_final(gpu, acc, shape, mode, best.id, best.source_hash, res)
+                transcript.append(thread=f"{gpu}|{acc}|{shape_str(shape)}", shape=shape, step=None, node="final",
+                                  input={"variant_id": best.id, "mode": mode},
+                                  output={"status": res.status, "speedups": {n: res.speedup(n) for _, n in
+                                                                              PROGRESS_BASELINES}})
+        if gdb is not None:
+            for v in archive.history(gpu, acc, shape):
+                if gdb.find_by_hash(gpu, acc, shape, v.source_hash) is None:
+                    gdb.add(cfg.run, gpu, acc, shape, v.read_source(), v.proposer, v.result, family=v.family,
+                            params=v.params, step=v.step, parent=None)
+
+    def one(shape: Shape) -> None:
+        progress.event(shape, "start")
+        try:
+            seed(shape)
+            inner = make_proposer()
+            outcome = run_shape(shape, acc=acc, gpu_name=gpu, arch=seam.arch, run_dir=run_dir,
+                                proposer=_AheadProposer(inner, ahead), evaluate_fn=evaluate_for(shape),
+                                retrieve_fn=retrieve_fn, archive=archive, transcript=transcript,
+                                budget_candidates=budget, budget_minutes=per_shape_minutes,
+                                n_per_step=cfg.n_per_step, eval_kwargs={"mode": cfg.mode, "profile": cfg.profile})
+            finalize(shape)
+            outcomes[shape] = outcome
+            progress.event(shape, "done", stop_reason=outcome.stop_reason)
+        except Exception as e:  # one shape's failure must not stop the others; the trace goes to the run folder
+            failures[shape] = f"{type(e).__name__}: {e}"
+            with open(run_dir / "errors.log", "a") as f:
+                f.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {shape_str(shape)}\n{traceback.format_exc()}\n")
+            progress.event(shape, "failed", error=failures[shape])
+
+    try:
+        with progress, ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="lane") as pool:
+            for f in [pool.submit(one, s) for s in cfg.shapes]:
+                f.result()
+    finally:
+        ahead.close()
+    summary = {"run": cfg.run, "run_dir": str(run_dir), "gpu": gpu, "acc": acc, "mode": cfg.mode,
+               "shapes": {shape_str(s): (o.to_dict() if hasattr(o, "to_dict") else o) for s, o in outcomes.items()},
+               "failures": {shape_str(s): e for s, e in failures.items()}}
+    return summary

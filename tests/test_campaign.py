@@ -1,0 +1,223 @@
+"""The campaign driver on CPU: the GPU seam answers from results recorded on a GPU (tests/golden), the proposer is
+a scripted one that writes distinct contract kernels; archive, transcript, checkpoints and the CLI are real."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from http_servers import RECORDED_RESULTS, kernel_source  # noqa: E402
+
+from agent.campaign import CampaignConfig, CampaignDB, Seam, run_campaign  # noqa: E402
+from agent.proposers.base import Proposal, ProposalContext, Proposer  # noqa: E402
+
+GPU = "NVIDIA H200"
+TAGS = ["naive", "tile128", "broken", "tile128x256", "wrong", "pipelined", "wgmma"]
+REPO = Path(__file__).resolve().parents[1]
+
+
+class ReplaySeam(Seam):
+    """The GPU seam: each kernel's result is the one recorded on a GPU for its `// variant:` tag. Every finished
+    evaluation is appended (flushed, fsynced) to `log`, so a test can count evaluations across processes."""
+
+    def __init__(self, log: Path, delay: float = 0.0, lanes: int = 2):
+        from evaluator.record import EvalResult
+
+        self.recorded = {k: EvalResult.from_dict(v) for k, v in json.loads(RECORDED_RESULTS.read_text()).items()}
+        self.log, self.delay, self.lanes = log, delay, lanes
+        self.gpu_name, self.arch = GPU, "sm_90a"
+
+    def _write(self, rec: dict) -> None:
+        with open(self.log, "a") as f:
+            f.write(json.dumps(rec) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def compile(self, source: str) -> None:
+        from agent.archive import source_hash
+
+        self._write({"op": "compile", "hash": source_hash(source), "t": time.monotonic()})
+
+    def evaluate(self, source, shape, *, acc, mode, profile):
+        import dataclasses
+        import re
+
+        from agent.archive import source_hash
+
+        time.sleep(self.delay)
+        tag = re.search(r"// variant: (\S+)", source).group(1)
+        r = dataclasses.replace(self.recorded[tag], shape=tuple(shape), acc=acc, mode=mode, profile=profile,
+                                source_hash=source_hash(source), code_length=len(source))
+        self._write({"op": "eval", "shape": list(shape), "hash": r.source_hash, "mode": mode, "pid": os.getpid(),
+                     "t": time.monotonic()})
+        return r
+
+
+class ScriptedProposer(Proposer):
+    """Distinct contract kernels per (shape, step, index), cycling through the recorded variants."""
+    name = "scripted"
+
+    def propose(self, context: ProposalContext, n: int) -> list[Proposal]:
+        m, nn, k = context.shape
+        out = []
+        for i in range(n):
+            tag = TAGS[(context.step * n + i + m // 64) % len(TAGS)]
+            src = kernel_source(tag, extra=f"// shape {m}x{nn}x{k} step {context.step} candidate {i}\n")
+            out.append(Proposal(src, model="scripted", name=f"{tag}-{context.step}-{i}", family="naive"))
+        return out
+
+
+def log_records(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def campaign(tmp_path: Path, shapes, *, budget=6, delay=0.0, lanes=2, global_db=None, run="c1"):
+    from rich.console import Console
+
+    seam = ReplaySeam(tmp_path / "calls.jsonl", delay=delay, lanes=lanes)
+    cfg = CampaignConfig(run=run, shapes=list(shapes), budget_candidates=budget, runs_dir=tmp_path / "runs",
+                         global_archive=global_db, n_per_step=2)
+    buf = io.StringIO()
+    summary = run_campaign(cfg, seam=seam, make_proposer=ScriptedProposer,
+                           console=Console(file=buf, width=200), live=False)
+    return cfg, summary, buf.getvalue()
+
+
+def test_progress_archive_finals_and_global_seeding(tmp_path):
+    from agent.archive import Archive
+
+    shapes = [(64, 64, 64), (128, 256, 512)]
+    gdb = tmp_path / "global" / "archive.sqlite"
+    cfg, summary, out = campaign(tmp_path, shapes, budget=6, global_db=gdb)
+    assert not summary["failures"], summary["failures"]
+    for s in ("64x64x64", "128x256x512"):
+        assert f"[{s}] start" in out and f"[{s}] done (budget_candidates)" in out
+        assert f"[{s}] eval ok" in out and f"[{s}] eval compile_error" in out
+        assert f"tried 6/6" in out
+    assert "Lt-auto=" in out and "ETA" in out
+    arch = Archive(cfg.run_dir / "archive.sqlite")
+    for s in shapes:
+        hist = arch.history(GPU, "fp32", s)
+        assert len(hist) == 6
+        best = arch.best(GPU, "fp32", s)
+        assert best is not None and best.status == "ok"
+    # Winner re-measured in both modes; every variant shared with the global archive.
+    finals = CampaignDB(cfg.run_dir / "campaign.sqlite").finals()
+    assert sorted((tuple(f["shape"]), f["mode"]) for f in finals) == sorted(
+        (s, m) for s in shapes for m in ("offline", "server"))
+    g = Archive(gdb)
+    assert g.count() == 12
+    # Compile-ahead: every evaluated kernel was sent to the compile pool before its evaluation finished.
+    recs = log_records(tmp_path / "calls.jsonl")
+    first_compile = {}
+    for r in recs:
+        if r["op"] == "compile":
+            first_compile.setdefault(r["hash"], r["t"])
+    evals = [r for r in recs if r["op"] == "eval" and r["mode"] == "offline"]
+    assert all(r["hash"] in first_compile and first_compile[r["hash"]] <= r["t"] for r in evals)
+
+    # A second campaign on a new shape is seeded from the global archive (nearest shapes' winners, re-evaluated).
+    cfg2, summary2, out2 = campaign(tmp_path, [(64, 64, 128)], budget=2, global_db=gdb, run="c2")
+    seeded = [v for v in Archive(cfg2.run_dir / "archive.sqlite").history(GPU, "fp32", (64, 64, 128))
+              if v.proposer == "seed:global-archive"]
+    assert seeded and all(v.run == "c2" for v in seeded)
+    assert any(json.loads(line)["node"] == "seed" for line in (cfg2.run_dir / "transcript.jsonl").open())
+
+    # Rerunning a finished campaign evaluates nothing.
+    n_before = len(log_records(tmp_path / "calls.jsonl"))
+    campaign(tmp_path, shapes, budget=6, global_db=gdb)
+    assert [r for r in log_records(tmp_path / "calls.jsonl")[n_before:] if r["op"] == "eval"] == []
+
+
+def test_rerun_with_other_settings_is_refused(tmp_path):
+    from agent.campaign import CampaignError
+
+    campaign(tmp_path, [(64, 64, 64)], budget=2)
+    seam = ReplaySeam(tmp_path / "calls.jsonl")
+    cfg = CampaignConfig(run="c1", shapes=[(64, 64, 64)], acc="fp16", budget_candidates=2,
+                         runs_dir=tmp_path / "runs", global_archive=None)
+    with pytest.raises(CampaignError, match="acc was 'fp32', now 'fp16'"):
+        run_campaign(cfg, seam=seam, make_proposer=ScriptedProposer, live=False)
+
+
+def subprocess_main(argv: list[str]) -> int:
+    """Entry point of the killed campaign process: tmp_dir shapes... (delay per evaluation 0.25 s)."""
+    from rich.console import Console
+
+    from agent.campaign_cli import finish_campaign
+    from agent.config import ModelConfig
+
+    tmp = Path(argv[0])
+    shapes = [tuple(int(x) for x in s.split("x")) for s in argv[1:]]
+    seam = ReplaySeam(tmp / "calls.jsonl", delay=0.25)
+    cfg = CampaignConfig(run="killme", shapes=shapes, budget_candidates=8, runs_dir=tmp / "runs",
+                         global_archive=None, n_per_step=2)
+    import agent.proposers.base as base
+
+    base.make_proposer = lambda config: ScriptedProposer()  # this process's model is the scripted one
+    return finish_campaign(cfg, seam, ModelConfig(), console=Console(file=sys.stdout, width=200), live=False)
+
+
+def test_resume_after_sigkill_repeats_and_loses_nothing(tmp_path):
+    from agent.archive import Archive
+
+    shapes = ["64x64x64", "128x256x512", "256x128x64"]
+    cmd = [sys.executable, "-c", "import sys; sys.path.insert(0, 'tests'); import test_campaign as t; "
+                                 "sys.exit(t.subprocess_main(sys.argv[1:]))", str(tmp_path), *shapes]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    log = tmp_path / "calls.jsonl"
+    deadline = time.monotonic() + 120
+    while len([r for r in log_records(log) if r["op"] == "eval"]) < 7:
+        assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+        assert time.monotonic() < deadline, "the campaign made no progress"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    run_dir = tmp_path / "runs" / "killme"
+    archive = Archive(run_dir / "archive.sqlite")
+    first = [r for r in log_records(log) if r["op"] == "eval"]
+    archived = {(tuple(s), v.source_hash) for _, _, s in archive.shapes() for v in archive.history(GPU, "fp32", s)}
+    done_first = {(tuple(r["shape"]), r["hash"]) for r in first if r["mode"] == "offline"}
+    assert archived, "nothing was archived before the kill"
+    assert len(done_first - archived) <= 2, "more evaluations lost than were in flight (one per lane)"
+
+    proc2 = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc2.returncode == 0, proc2.stdout[-3000:] + proc2.stderr[-3000:]
+    second = [r for r in log_records(log) if r["op"] == "eval"][len(first):]
+    again = {(tuple(r["shape"]), r["hash"]) for r in second if r["mode"] == "offline"}
+    assert not (again & archived), f"finished evaluations repeated after the resume: {again & archived}"
+    final = {(tuple(s), v.source_hash) for _, _, s in archive.shapes() for v in archive.history(GPU, "fp32", s)}
+    assert archived <= final, "evaluations archived before the kill were lost"
+    for s in shapes:
+        shape = tuple(int(x) for x in s.split("x"))
+        assert len(archive.history(GPU, "fp32", shape)) == 8, s
+    assert "resume" in (run_dir / "transcript.jsonl").read_text()
+
+
+def test_cli_bad_shape_file_names_the_line(tmp_path):
+    bad = tmp_path / "shapes.txt"
+    bad.write_text("64 64 64\n# fine\n128 x 256\n")
+    r = subprocess.run([sys.executable, "-m", "agent.cli", "campaign", "--shapes", str(bad), "--budget", "2"],
+                       cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert f"{bad}:3:" in r.stderr and "three integers" in r.stderr
+
+
+@pytest.mark.skipif(__import__("evaluator.gpu", fromlist=["has_gpu"]).has_gpu(), reason="this machine has a GPU")
+def test_cli_without_gpu_says_so(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "agent.cli", "campaign", "--shapes", "examples/shapes_small.txt",
+                        "--model", "builtin", "--budget", "2", "--runs-dir", str(tmp_path)],
+                       cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert "needs a CUDA GPU" in r.stderr
+    assert not (tmp_path / "shapes_small").exists()
