@@ -52,7 +52,8 @@ def compile_only(source: str, shape=(0, 0, 0), *, acc: str = "fp32", arch: str |
 
 def evaluate(source: str, shape, *, acc: str = "fp32", mode: str = "offline", profile: str = "quick",
              sanitize: bool = False, ncu: bool = False, arch: str | None = None, pool: WorkerPool | None = None,
-             gpu: int | None = None, seed: int | None = None, on_progress=None) -> R.EvalResult:
+             gpu: int | None = None, seed: int | None = None, on_progress=None,
+             inactivity_timeout: float | None = None) -> R.EvalResult:
     started = time.monotonic()
     shape = check_shape(shape)
     _validate(acc, mode, profile)
@@ -69,9 +70,9 @@ def evaluate(source: str, shape, *, acc: str = "fp32", mode: str = "offline", pr
            "profile": profile}
     if seed is not None:
         req["seed"] = seed
-    out = pool.run(req, INACTIVITY_TIMEOUT[profile], gpu=gpu, on_progress=on_progress)
+    out = pool.run(req, inactivity_timeout or INACTIVITY_TIMEOUT[profile], gpu=gpu, on_progress=on_progress)
     _fill(res, out)
-    if sanitize and res.status == R.OK:
+    if sanitize and res.status in (R.OK, R.INCORRECT, R.ESCAPED_WORK):  # it ran to the end: sanitize it too
         from evaluator.sanitize import run_sanitizers
 
         checks = run_sanitizers(res.compile.so_path, shape, pool.native_so())

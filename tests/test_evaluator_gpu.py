@@ -1,0 +1,80 @@
+"""The evaluator on a real GPU: known-good kernels pass every check; every hostile kernel of the red team is
+refused for its own reason; and this process (one worker pool) survives all of them in one run."""
+import json
+from pathlib import Path
+
+import pytest
+
+from evaluator import record as R
+from evaluator.api import evaluate
+from evaluator.pool import WorkerPool
+
+pytestmark = pytest.mark.gpu
+KERNELS = Path(__file__).with_name("kernels")
+HOSTILE = KERNELS / "hostile"
+EXPECTED = json.loads((HOSTILE / "expected.json").read_text()) if (HOSTILE / "expected.json").exists() else {}
+ALL_CHECKS = {"output_fully_written", "exact_binary", "guard_bands", "inputs_unchanged", "pointer_independence",
+              "baseline_bounded_deviation", "deterministic", "accumulator_honesty", "work_completes_on_stream",
+              "timed_output_correct"}
+
+
+@pytest.fixture(scope="module")
+def pool():
+    p = WorkerPool(gpus=[0])
+    yield p
+    p.close()
+
+
+@pytest.mark.parametrize("kernel", ["reference_naive.cu", "reference_wmma.cu"])
+@pytest.mark.parametrize("shape", [(64, 64, 64), (1000, 1000, 1000), (256, 512, 4096), (77, 130, 200)])
+def test_reference_kernel_passes_every_check(pool, kernel, shape):
+    r = evaluate((KERNELS / kernel).read_text(), shape, pool=pool)
+    assert r.status == R.OK, (r.status, r.reason)
+    assert {c.name for c in r.checks} == ALL_CHECKS
+    assert all(c.passed for c in r.checks)
+    assert r.candidate is not None and r.candidate.median_us > 0
+    for name in ("cublas-NN", "cublas-TN", "cublaslt-heuristic-NN", "cublaslt-heuristic-TN",
+                 "cublaslt-autotune-NN", "cublaslt-autotune-TN"):
+        t = r.baselines[name]
+        assert t.samples == r.candidate.samples >= 10
+        lo, hi = t.speedup_ci95
+        assert lo <= t.speedup_mean <= hi
+    assert r.speedup("cublaslt-autotune-max") is not None
+    assert R.EvalResult.from_json(r.to_json()) == r
+
+
+def test_fp16_accumulation_mode_uses_fp16_class(pool):
+    r = evaluate((KERNELS / "reference_wmma.cu").read_text(), (512, 512, 1024), acc="fp16", pool=pool)
+    assert r.status == R.OK, r.reason
+    dev = next(c for c in r.checks if c.name == "baseline_bounded_deviation")
+    assert "torch" not in dev.metrics["baselines"]  # torch accumulates in fp32: not in the fp16 class
+
+
+def test_server_mode_times_single_calls(pool):
+    r = evaluate((KERNELS / "reference_wmma.cu").read_text(), (1024, 1024, 1024), mode="server", pool=pool)
+    assert r.status == R.OK, r.reason
+    assert set(r.candidate.detail["timing"]["reps"].values()) == {1}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_hostile_kernel_is_refused(pool, name):
+    exp = EXPECTED[name]
+    shape = tuple(exp.get("shape", (256, 256, 512)))
+    sanitize = (exp.get("check") or "").startswith("sanitizer_")
+    r = evaluate((HOSTILE / name).read_text(), shape, pool=pool, sanitize=sanitize, inactivity_timeout=30)
+    assert r.status == exp["status"], (r.status, r.reason)
+    if exp.get("check"):
+        failed = {c.name for c in r.checks if not c.passed}
+        assert exp["check"] in failed, (failed, r.reason)
+    assert r.candidate is None, "a refused kernel must never be timed"
+
+
+def test_pool_survived_the_red_team(pool):
+    r = evaluate((KERNELS / "reference_wmma.cu").read_text(), (512, 256, 128), pool=pool)
+    assert r.status == R.OK, r.reason
+
+
+def test_sanitize_clean_reference(pool):
+    r = evaluate((KERNELS / "reference_wmma.cu").read_text(), (128, 128, 256), pool=pool, sanitize=True)
+    assert r.status == R.OK, r.reason
+    assert {c.name for c in r.checks} >= {"sanitizer_memcheck", "sanitizer_racecheck"}
