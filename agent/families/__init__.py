@@ -1,0 +1,44 @@
+"""Kernel families: each renders complete contract `.cu` files from a validated parameter dict.
+
+Every family module exposes NAME, DOMAIN, `space(shape, acc, arch)`, `feasible(params, shape, arch) -> (ok, why)`
+and `render(params) -> str`. A candidate is identified by (family, canonical(params)); `candidate_name` gives its
+short stable name.
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+from .common import ARCHS, arch_limits, candidate_name, canonical, cutlass_include_dirs
+
+FAMILY_NAMES = ("small", "ampere_cute", "hopper_wgmma")
+
+
+def get(name: str) -> ModuleType:
+    if name not in FAMILY_NAMES:
+        raise ValueError(f"unknown kernel family {name!r}; known: {', '.join(FAMILY_NAMES)}")
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def families() -> dict[str, ModuleType]:
+    return {n: get(n) for n in FAMILY_NAMES}
+
+
+def render(family: str, params: dict[str, Any], shape: tuple[int, int, int] | None = None,
+           arch: str = "sm_90a") -> str:
+    """Render after checking feasibility; an infeasible config raises ValueError with the reason."""
+    mod = get(family)
+    ok, why = mod.feasible(params, shape, arch)
+    if not ok:
+        raise ValueError(f"{family} config refused: {why}")
+    return mod.render(params)
+
+
+def needs_cutlass(family: str) -> bool:
+    """Whether the family's sources include CUTLASS/CuTe headers (the compile needs cutlass_include_dirs())."""
+    return bool(getattr(get(family), "NEEDS_CUTLASS", False))
+
+
+__all__ = ["ARCHS", "FAMILY_NAMES", "arch_limits", "candidate_name", "canonical", "cutlass_include_dirs",
+           "families", "get", "needs_cutlass", "render"]

@@ -1,0 +1,98 @@
+"""What every kernel family shares: target limits, canonical parameters, candidate names, template rendering."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import jinja2
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclass(frozen=True)
+class ArchLimits:
+    name: str
+    sm: int
+    smem_per_block: int  # opt-in maximum of dynamic + static shared memory, bytes
+    regs_per_thread: int
+    regs_per_sm: int
+    max_threads: int
+    num_sms: int  # a typical part; only used for occupancy/wave estimates in the policy
+
+
+ARCHS: dict[str, ArchLimits] = {
+    "sm_90a": ArchLimits("sm_90a", 90, 227 * 1024, 255, 65536, 1024, 132),
+    "sm_90": ArchLimits("sm_90", 90, 227 * 1024, 255, 65536, 1024, 132),
+    "sm_80": ArchLimits("sm_80", 80, 163 * 1024, 255, 65536, 1024, 108),
+    "sm_86": ArchLimits("sm_86", 86, 99 * 1024, 255, 65536, 1536, 84),
+    "sm_89": ArchLimits("sm_89", 89, 99 * 1024, 255, 65536, 1536, 128),
+}
+
+
+def arch_limits(arch: str) -> ArchLimits:
+    try:
+        return ARCHS[arch]
+    except KeyError:
+        raise ValueError(f"unknown arch {arch!r}; known: {', '.join(ARCHS)}") from None
+
+
+def canonical(params: dict[str, Any]) -> str:
+    """One string per parameter set: sorted keys, no whitespace. Identity of a candidate is (family, canonical)."""
+    return json.dumps(params, sort_keys=True, separators=(",", ":"))
+
+
+def candidate_name(family: str, params: dict[str, Any]) -> str:
+    """Short, stable, filename-safe name: family prefix, a few readable knobs, and a hash of the canonical params."""
+    h = hashlib.sha1(f"{family}|{canonical(params)}".encode()).hexdigest()[:8]
+    short = {"small": "sm", "ampere_cute": "ac", "hopper_wgmma": "hw"}.get(family, family[:4])
+    dims = "x".join(str(params[k]) for k in ("bm", "bn", "bk") if k in params)
+    if not dims:
+        dims = "x".join(str(params[k]) for k in ("tile_m", "tile_n", "tile_k") if k in params)
+    return f"{short}_{dims}_{h}" if dims else f"{short}_{h}"
+
+
+@functools.lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    # CUDA source is full of `{{`, `{%0` (inline asm) and `#`, so templates use `${ x }` for values and
+    # `//% if ...` lines for statements; the other delimiters are set to strings that never occur in C++.
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(_HERE), undefined=jinja2.StrictUndefined,
+                              variable_start_string="${", variable_end_string="}",
+                              block_start_string="<%", block_end_string="%>",
+                              comment_start_string="<#", comment_end_string="#>",
+                              line_statement_prefix="//%", trim_blocks=True, lstrip_blocks=True,
+                              keep_trailing_newline=True)
+
+
+def render_template(name: str, **values: Any) -> str:
+    return _env().get_template(name).render(**values)
+
+
+def check_keys(params: dict[str, Any], allowed: dict[str, tuple]) -> None:
+    """Reject unknown keys and values outside the declared domain, with a readable reason."""
+    unknown = set(params) - set(allowed)
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {sorted(unknown)}; expected {sorted(allowed)}")
+    missing = set(allowed) - set(params)
+    if missing:
+        raise ValueError(f"missing parameter(s) {sorted(missing)}")
+    for k, dom in allowed.items():
+        if params[k] not in dom:
+            raise ValueError(f"{k}={params[k]!r} is outside {list(dom)}")
+
+
+def cutlass_include_dirs() -> list[str]:
+    """CUTLASS/CuTe headers of the nvidia-cutlass pip package (include/ and tools/util/include/)."""
+    try:
+        import cutlass_library  # type: ignore
+    except ImportError as e:
+        raise RuntimeError("CUTLASS headers need the nvidia-cutlass package (pip install --no-deps nvidia-cutlass)") from e
+    src = os.path.join(os.path.dirname(cutlass_library.__file__), "source")
+    return [os.path.join(src, "include"), os.path.join(src, "tools", "util", "include")]
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)

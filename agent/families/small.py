@@ -1,0 +1,110 @@
+"""Family `small`: one-launch mma.sync kernel for tiny and skinny shapes, with optional in-launch split-K."""
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from .common import arch_limits, canonical, ceil_div, check_keys, render_template
+
+NAME = "small"
+TEMPLATE = "small.cu.j2"
+WS_FLOATS = 4 * 1024 * 1024  # static split-K workspace: 16 MiB of fp32 partials
+MAX_TILES = 16384
+
+DOMAIN: dict[str, tuple] = {
+    "bm": (16, 32, 64, 128),
+    "bn": (16, 32, 64, 128, 256),
+    "bk": (32, 64, 128),
+    "wm": (1, 2, 4),
+    "wn": (1, 2, 4, 8),
+    "stages": (2, 3, 4, 5, 6),
+    "split_k": (1, 2, 3, 4, 6, 8, 12, 16),
+}
+
+
+def validate(params: dict[str, Any]) -> dict[str, Any]:
+    check_keys(params, DOMAIN)
+    return dict(params)
+
+
+def smem_bytes(p: dict[str, Any]) -> int:
+    return p["stages"] * (p["bm"] * (p["bk"] + 8) + p["bk"] * (p["bn"] + 8)) * 2
+
+
+def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: str) -> tuple[bool, str]:
+    try:
+        p = validate(params)
+    except ValueError as e:
+        return False, str(e)
+    lim = arch_limits(arch)
+    if lim.sm < 80:
+        return False, f"{arch}: mma.sync m16n8k16 + cp.async need sm_80+"
+    wtm, wtn = p["bm"] // p["wm"], p["bn"] // p["wn"]
+    if p["bm"] % p["wm"] or p["bn"] % p["wn"] or wtm % 16 or wtn % 16:
+        return False, f"warp tile {p['bm']}/{p['wm']}x{p['bn']}/{p['wn']} is not a multiple of 16x16"
+    threads = p["wm"] * p["wn"] * 32
+    if threads > 512:
+        return False, f"{threads} threads per block; this family stays at <= 16 warps"
+    acc_regs = (wtm // 16) * (wtn // 8) * 4
+    if acc_regs > 128:
+        return False, f"{acc_regs} fp32 accumulators per thread would spill (limit 128)"
+    # registers per thread: accumulators + A/B fragments + addressing, must let the block fit on one SM
+    est_regs = acc_regs + (wtm // 16) * 4 + (wtn // 16) * 4 + 40
+    if est_regs * threads > lim.regs_per_sm:
+        return False, f"~{est_regs} registers x {threads} threads exceeds {lim.regs_per_sm} per SM"
+    smem = smem_bytes(p)
+    if smem > lim.smem_per_block:
+        return False, f"shared memory {smem} B > {lim.smem_per_block} B per block on {arch}"
+    if shape is not None:
+        m, n, k = shape
+        if n % 8 or k % 8:
+            return False, f"N={n} and K={k} must be multiples of 8 (16-byte cp.async)"
+        kt = ceil_div(k, p["bk"])
+        if p["split_k"] > 1:
+            if p["split_k"] > kt:
+                return False, f"split_k={p['split_k']} > {kt} k-tiles"
+            per = ceil_div(kt, p["split_k"])
+            if ceil_div(kt, per) < p["split_k"]:
+                return False, f"split_k={p['split_k']} leaves empty splits ({kt} k-tiles, {per} per split)"
+            tiles = ceil_div(m, p["bm"]) * ceil_div(n, p["bn"])
+            if tiles > MAX_TILES:
+                return False, f"{tiles} output tiles > {MAX_TILES} arrival counters"
+            if tiles * p["split_k"] * p["bm"] * p["bn"] > WS_FLOATS:
+                return False, f"split-K partials need {tiles * p['split_k'] * p['bm'] * p['bn']} floats > workspace"
+        if ceil_div(m, p["bm"]) > 65535:
+            return False, "grid.y over 65535"
+        if p["bk"] > 2 * max(k, 16) and p["bk"] > 32:
+            return False, f"bk={p['bk']} much larger than K={k}"
+    return True, ""
+
+
+def render(params: dict[str, Any]) -> str:
+    p = validate(params)
+    ok, why = feasible(p, None, "sm_80")
+    if not ok:
+        raise ValueError(f"infeasible small config: {why}")
+    return render_template(TEMPLATE, params_json=canonical(p), ws_floats=WS_FLOATS, **p)
+
+
+def _warp_layouts(bm: int, bn: int) -> list[tuple[int, int]]:
+    out = []
+    for wm, wn in itertools.product(DOMAIN["wm"], DOMAIN["wn"]):
+        if bm % (16 * wm) == 0 and bn % (16 * wn) == 0 and 2 <= wm * wn <= 8:
+            out.append((wm, wn))
+    return out
+
+
+def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") -> list[dict[str, Any]]:
+    """Feasible configs for this shape. The kernel always accumulates in fp32 (also the safe choice for fp16)."""
+    m, n, k = shape
+    out = []
+    for bm, bn, bk in itertools.product(DOMAIN["bm"], DOMAIN["bn"], DOMAIN["bk"]):
+        if bm > max(16, 2 * m) or bn > max(16, 2 * n):
+            continue
+        for wm, wn in _warp_layouts(bm, bn):
+            for stages in (2, 3, 4, 5):
+                for split in DOMAIN["split_k"]:
+                    p = {"bm": bm, "bn": bn, "bk": bk, "wm": wm, "wn": wn, "stages": stages, "split_k": split}
+                    if feasible(p, shape, arch)[0]:
+                        out.append(p)
+    return out
