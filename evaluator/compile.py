@@ -26,7 +26,7 @@ from typing import Sequence
 from evaluator.record import COMPILE_ERROR, COMPILE_TIMEOUT, COMPILED, SCREEN_REJECTED, CompileInfo
 
 # Bump when the build recipe changes in a way the key would not see (e.g. the symbol screen's rules).
-_RECIPE = "2"
+_RECIPE = "3"
 
 # The paper's flags, less --use_fast_math: fast math flushes fp32 denormals and swaps in approximate division,
 # sqrt and exp, so a candidate's numbers would differ from the fp32 reference (and from cuBLAS, which is not built
@@ -219,9 +219,22 @@ def parse_ptxas(log: str) -> list[dict]:
     out = []
     for mangled, k in kernels.items():
         k["mangled"] = mangled
-        k["name"] = names.get(mangled, mangled)
+        k["signature"] = names.get(mangled, mangled)
+        k["name"] = _short_name(k["signature"])
         out.append(k)
     return out
+
+
+def _short_name(signature: str) -> str:
+    """'void (anonymous namespace)::wmma_hgemm<true>(__half const*, ...)' -> 'wmma_hgemm<true>'."""
+    s = signature.replace("(anonymous namespace)::", "")
+    s = re.sub(r"^(?:void|static|__global__)\s+", "", s)
+    depth = 0
+    for i, ch in enumerate(s):
+        depth += {"<": 1, ">": -1}.get(ch, 0)
+        if ch == "(" and depth == 0 and i > 0:
+            return s[:i]
+    return s
 
 
 def _summarise(info: CompileInfo) -> None:
