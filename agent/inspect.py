@@ -121,9 +121,13 @@ def kernel_sources(events: list[Event]) -> list[tuple[str, str]]:
 
 
 def _results(events: list[Event]) -> list[dict]:
-    """Evaluation records (EvalResult dicts) found anywhere in the events."""
+    """One dict per evaluation in these events: the evaluate node's output ({variant_id, status, speedup,
+    speedups, memo}), or a full EvalResult dict where a node logged one."""
     found = []
     for e in events:
+        if e.node == "evaluate" and isinstance(e.output, dict) and "status" in e.output:
+            found.append(e.output)
+            continue
         for _, v in _walk(e.output):
             if isinstance(v, dict) and "status" in v and "baselines" in v and "checks" in v:
                 found.append(v)
@@ -131,12 +135,22 @@ def _results(events: list[Event]) -> list[dict]:
 
 
 def _speedup(res: dict, name: str) -> float | None:
-    try:
-        from evaluator.record import EvalResult
+    if "baselines" in res and "checks" in res:
+        try:
+            from evaluator.record import EvalResult
 
-        return EvalResult.from_dict(res).speedup(name)
-    except (TypeError, ValueError, KeyError):
-        return None
+            return EvalResult.from_dict(res).speedup(name)
+        except (TypeError, ValueError, KeyError):
+            return None
+    if name == SPEEDUP_KEYS[0] and res.get("speedup") is not None:
+        return float(res["speedup"])
+    sp = res.get("speedups") or {}
+    if name in sp:
+        return sp[name]
+    if name.endswith("-max"):  # the evaluate node logs NN/TN; max = the faster baseline = the smaller speedup
+        pair = [sp[k] for k in (name[:-4] + "-NN", name[:-4] + "-TN") if sp.get(k) is not None]
+        return min(pair) if pair else None
+    return None
 
 
 def _fmt_x(v: float | None) -> str:
@@ -150,16 +164,17 @@ def view_run(events: list[Event], console: Console, run: str) -> None:
     for e in events:
         by_shape[e.shape].append(e)
     t = Table(title=f"run {run}: {len(events)} events", title_justify="left")
-    for c in ("shape", "steps", "events", "evaluations", "ok", "best vs " + SPEEDUP_KEYS[0], "nodes"):
-        t.add_column(c, justify="left" if c in ("shape", "nodes") else "right")
+    for c in ("shape", "steps", "evaluations", "ok", "best vs " + SPEEDUP_KEYS[0], "stopped"):
+        t.add_column(c, justify="left" if c in ("shape", "stopped") else "right")
     for shape, evs in sorted(by_shape.items(), key=lambda kv: (kv[0] is None, kv[0] or ())):
-        res = _results(evs)
+        res = [r for r in _results(evs) if not r.get("memo")]
         ok = [r for r in res if r.get("status") == "ok"]
         best = max((s for r in ok if (s := _speedup(r, SPEEDUP_KEYS[0])) is not None), default=None)
         steps = {e.step for e in evs if e.step is not None}
-        nodes = sorted({e.node for e in evs})
-        t.add_row("x".join(map(str, shape)) if shape else "(campaign)", str(len(steps)), str(len(evs)),
-                  str(len(res)), str(len(ok)), _fmt_x(best), ", ".join(nodes))
+        stops = [e.output.get("stop_reason") for e in evs if e.node == "decide" and isinstance(e.output, dict)]
+        stop = stops[-1] if stops and stops[-1] else ("running/killed" if stops else "–")
+        t.add_row("x".join(map(str, shape)) if shape else "(campaign)", str(len(steps)), str(len(res)),
+                  str(len(ok)), _fmt_x(best), stop)
     console.print(t)
 
 
@@ -172,7 +187,7 @@ def view_shape(events: list[Event], console: Console, shape: tuple[int, int, int
     for e in evs:
         by_step[e.step].append(e)
     t = Table(title=f"shape {'x'.join(map(str, shape))}: {len(by_step)} steps", title_justify="left")
-    for c in ("step", "nodes", "kernels", "statuses", *(f"vs {k}" for k in SPEEDUP_KEYS[:2])):
+    for c in ("step", "nodes", "proposals", "statuses", *(f"vs {k}" for k in SPEEDUP_KEYS[:2])):
         t.add_column(c, justify="left" if c in ("nodes", "statuses") else "right")
     for step in sorted(by_step, key=lambda s: (s is None, s or 0)):
         se = by_step[step]
@@ -183,13 +198,18 @@ def view_shape(events: list[Event], console: Console, shape: tuple[int, int, int
         best = {k: max((s for r in res if r.get("status") == "ok" and (s := _speedup(r, k)) is not None),
                        default=None) for k in SPEEDUP_KEYS[:2]}
         t.add_row("–" if step is None else str(step), " → ".join(dict.fromkeys(e.node for e in se)),
-                  str(len(kernel_sources(se))), ", ".join(f"{k}×{n}" for k, n in sorted(statuses.items())) or "–",
+                  str(_n_proposals(se)), ", ".join(f"{k}×{n}" for k, n in sorted(statuses.items())) or "–",
                   *(_fmt_x(best[k]) for k in SPEEDUP_KEYS[:2]))
     console.print(t)
 
 
+def _n_proposals(events: list[Event]) -> int:
+    return sum(len(e.output.get("proposals") or []) for e in events
+               if e.node == "propose" and isinstance(e.output, dict))
+
+
 def view_step(events: list[Event], console: Console, shape: tuple[int, int, int], step: int,
-              max_lines: int = 200) -> None:
+              max_lines: int = 200, archive=None) -> None:
     evs = [e for e in events if e.shape == shape and e.step == step]
     if not evs:
         raise InspectError(f"no events for shape {'x'.join(map(str, shape))} step {step}; steps present: "
@@ -202,6 +222,14 @@ def view_step(events: list[Event], console: Console, shape: tuple[int, int, int]
                 continue
             parts.append(Text(label, style="bold cyan"))
             parts.extend(_render_payload(payload, max_lines))
+        vid = e.output.get("variant_id") if isinstance(e.output, dict) else None
+        if archive is not None and e.node in ("evaluate", "seed", "final") and vid is not None:
+            v = archive.get(int(vid))
+            if v is not None:
+                parts.append(Text(f"archived variant #{v.id} ({v.proposer})", style="bold cyan"))
+                parts.append(_render_result("evaluation record", v.result.to_dict(), max_lines))
+                if e.node != "final":
+                    parts.append(_render_value(f"kernel {v.source_hash[:12]}", v.read_source(), max_lines))
         console.print(Panel(Group(*parts) if parts else Text("(no payload)"),
                             title=f"[bold]{e.node}[/] · thread {e.thread} · line {e.line}", title_align="left"))
 
@@ -231,6 +259,11 @@ def _render_value(key: str, v: Any, max_lines: int):
         return _render_result(title, v, max_lines)
     if isinstance(v, str) and ("\n" in v or len(v) > 120):
         return Panel(Text(_clip(v, max_lines)), title=title, title_align="left")
+    if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+        return Panel(Group(*(Panel(Group(*_render_payload(x, max_lines)), title=f"{title}[{i}]", title_align="left")
+                             for i, x in enumerate(v))), title=title, title_align="left")
+    if isinstance(v, (dict, list)) and len(json.dumps(v, default=str)) <= 100:
+        return Text.assemble((f"{title}: ", "bold"), json.dumps(v, default=str))
     if isinstance(v, (dict, list)):
         if isinstance(v, dict) and any(_is_kernel(x) or isinstance(x, str) and "\n" in x for x in v.values()):
             return Panel(Group(*_render_payload(v, max_lines)), title=title, title_align="left")
@@ -273,11 +306,22 @@ def _render_result(title: str, r: dict, max_lines: int):
     return Panel(Group(*parts), title=title, title_align="left")
 
 
-def view_diff(events: list[Event], console: Console, shape: tuple[int, int, int], i: int, j: int) -> None:
+def view_diff(events: list[Event], console: Console, shape: tuple[int, int, int], i: int, j: int,
+              archive=None) -> None:
+    """The best kernel of step i (by speedup; the first evaluated where none was correct) against step j's."""
     def source_of(step: int) -> tuple[str, str]:
         evs = [e for e in events if e.shape == shape and e.step == step]
         if not evs:
             raise InspectError(f"no events for shape {'x'.join(map(str, shape))} step {step}")
+        if archive is not None:
+            res = [r for e in evs if e.node == "evaluate" and isinstance(e.output, dict)
+                   and (r := e.output).get("variant_id") is not None]
+            res.sort(key=lambda r: -(r.get("speedup") or -1.0))  # stable: first evaluated wins ties
+            for r in res:
+                v = archive.get(int(r["variant_id"]))
+                if v is not None:
+                    sp = f", {v.speedup:.3f}x" if v.speedup is not None else ""
+                    return f"#{v.id} {v.status}{sp}", v.read_source()
         srcs = kernel_sources(evs)
         if not srcs:
             raise InspectError(f"step {step} of {'x'.join(map(str, shape))} holds no kernel source")
@@ -303,6 +347,11 @@ def inspect_run(run: str, *, shape: tuple[int, int, int] | None = None, step: in
     console = console or Console()
     run_dir = resolve_run_dir(run, runs_dir)
     events, problems = load_events(run_dir / TRANSCRIPT)
+    archive = None
+    if (run_dir / "archive.sqlite").is_file():
+        from agent.archive import Archive
+
+        archive = Archive(run_dir / "archive.sqlite")
     for p in problems:
         console.print(Text(f"note: {run_dir / TRANSCRIPT} {p}", style="yellow"))
     if (step is not None or diff is not None) and shape is None:
@@ -310,9 +359,9 @@ def inspect_run(run: str, *, shape: tuple[int, int, int] | None = None, step: in
     if shape is None:
         view_run(events, console, run)
     elif diff is not None:
-        view_diff(events, console, shape, *diff)
+        view_diff(events, console, shape, *diff, archive=archive)
     elif step is not None:
-        view_step(events, console, shape, step, max_lines)
+        view_step(events, console, shape, step, max_lines, archive=archive)
     else:
         view_shape(events, console, shape)
     return 0
