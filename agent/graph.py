@@ -76,6 +76,25 @@ def _summary(p: dict[str, Any]) -> dict[str, Any]:
                                   "latency_s", "total_s", "attempts", "parse_kind", "error", "raw")}
 
 
+def build_context(archive: Archive, *, gpu_name: str, acc: str, shape, arch: str | None,
+                  gpu_facts: dict[str, Any] | None = None, step: int = 0, passages: list[dict[str, Any]] | None = None,
+                  retrieval_note: str = "", n: int = 1, neighbours_k: int = 4) -> ProposalContext:
+    """What a proposer sees for one step: the archive's variants of this key, the best two with their sources,
+    the best kernels of nearby shapes, and the retrieved passages."""
+    shape_l = [int(x) for x in shape]
+    tid = thread_id(gpu_name, acc, shape_l)
+    ranked = archive.ranked(gpu_name, acc, shape_l)
+    return ProposalContext(
+        shape=tuple(shape_l), acc=acc, arch=arch, gpu_name=gpu_name, gpu_facts=dict(gpu_facts or {}), step=step,
+        history=[v.as_history(with_source=True) for v in archive.history(gpu_name, acc, shape_l)],
+        best=ranked[0].as_history(with_source=True) if ranked else None,
+        runner_up=ranked[1].as_history(with_source=True) if len(ranked) > 1 else None,
+        passages=list(passages or []), retrieval_note=retrieval_note,
+        neighbours=[v.as_history() for v in archive.neighbours(gpu_name, acc, shape_l, k=neighbours_k)],
+        # stable across processes (unlike hash()), so a resumed step asks the policy the same question
+        seeds=[zlib.crc32(f"{tid}|{step}|{i}".encode()) for i in range(n)])
+
+
 def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, proposer: Proposer,
               evaluate_fn: EvaluateFn, retrieve_fn: RetrieveFn | None = None, archive: Archive,
               transcript: Transcript, budget_candidates: int = 16, budget_minutes: float | None = None,
@@ -130,18 +149,11 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
         return {"passages": passages, "retrieval_note": note}
 
     def propose(state: ShapeState) -> dict[str, Any]:
-        variants = archive.history(gpu_name, acc, shape_l)
-        ranked = archive.ranked(gpu_name, acc, shape_l)
-        history = [v.as_history(with_source=True) for v in variants]
-        best = ranked[0].as_history(with_source=True) if ranked else None
-        runner = ranked[1].as_history(with_source=True) if len(ranked) > 1 else None
-        nbs = [v.as_history() for v in archive.neighbours(gpu_name, acc, shape_l, k=neighbours_k)]
         want = min(n_per_step, budget_candidates - state.get("candidates", 0))
         step = state.get("step", 0)
-        ctx = ProposalContext(shape=(m, n, k), acc=acc, arch=arch, gpu_name=gpu_name, gpu_facts=facts, step=step,
-                              history=history, best=best, runner_up=runner, passages=state.get("passages", []),
-                              retrieval_note=state.get("retrieval_note", ""), neighbours=nbs,
-                              seeds=[zlib.crc32(f"{tid}|{step}|{i}".encode()) for i in range(want)])
+        ctx = build_context(archive, gpu_name=gpu_name, acc=acc, shape=shape_l, arch=arch, gpu_facts=facts,
+                            step=step, passages=state.get("passages", []),
+                            retrieval_note=state.get("retrieval_note", ""), n=want, neighbours_k=neighbours_k)
         try:
             props = proposer.propose(ctx, want)
         except Exception as e:  # the builtin policy or a backend bug: record, count as a failed step
@@ -168,6 +180,7 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
         results = []
         evaluations = state.get("evaluations", 0)
         memo = state.get("memo_hits", 0)
+        seen: set[str] = set()  # hashes handled by this invocation (a repeat within the step is a memo hit)
         for i, p in enumerate(state.get("proposals", [])):
             src = p.get("source")
             if not src:
@@ -177,11 +190,17 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
             h = p["source_hash"]
             hit = archive.find_by_hash(gpu_name, acc, shape_l, h)
             if hit is not None:
-                memo += 1
+                # Archived by this very step before a kill: a finished evaluation of this run, not a repeat.
+                recovered = hit.run == run and hit.step == state.get("step", 0) and h not in seen
+                seen.add(h)
+                if recovered:
+                    evaluations += 1
+                else:
+                    memo += 1
                 results.append({"index": i, "variant_id": hit.id, "status": hit.status, "speedup": hit.speedup,
-                                "memo": True, "reason": hit.reason})
-                log(state, "evaluate", {"index": i, "source_hash": h}, {"memo": True, "variant_id": hit.id,
-                                                                          "status": hit.status})
+                                "memo": not recovered, "reason": hit.reason})
+                log(state, "evaluate", {"index": i, "source_hash": h},
+                    {"memo": not recovered, "recovered": recovered, "variant_id": hit.id, "status": hit.status})
                 continue
             t0 = time.monotonic()
             try:
@@ -190,6 +209,7 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
                 res = EvalResult(status="error", reason=f"evaluate_fn raised {type(e).__name__}: {e}",
                                  shape=(m, n, k), acc=acc)
             vid = None
+            seen.add(h)
             if res.status not in _NOT_ARCHIVED:
                 vid = archive.add(run, gpu_name, acc, shape_l, src, p.get("model") or proposer.name, res,
                                   family=p.get("family"), params=p.get("params"), step=state.get("step", 0),

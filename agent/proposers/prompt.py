@@ -95,7 +95,7 @@ def describe(item: dict[str, Any], by_id: dict[int, dict[str, Any]]) -> str:
         return f"edit of #{parent['id']} (+{plus}/-{minus} lines)"
     if item.get("parent") is not None:
         return f"child of #{item['parent']}"
-    return item.get("proposer") or ""
+    return f"new ({item['proposer']})" if item.get("proposer") else "new"
 
 
 def ncu_summary(ncu: dict[str, Any] | None) -> tuple[str | None, str]:
@@ -167,7 +167,7 @@ def _view(ctx, top_k: int, recent: int, n_passages: int, neighbours: bool, diff:
             "speedups": {b: fmt_speedup((h.get("speedups") or {}).get(b)) for b in baselines},
             "regs": res.get("registers") if res.get("registers") is not None else "-",
             "smem": f"{res['smem_bytes'] // 1024}K" if res.get("smem_bytes") else "-",
-            "spills": spills if res else "-", "desc": describe(h, by_id), "note": note,
+            "spills": spills if res.get("registers") is not None else "-", "desc": describe(h, by_id), "note": note,
         })
         if h.get("ncu") and (ncu_all or h["id"] == best_id):
             bottleneck, metrics = ncu_summary(h.get("ncu"))
@@ -249,5 +249,12 @@ def render_step(ctx, token_budget: int | None = None) -> str:
                 cut.append("part of the best kernel's code")
         else:
             break  # nothing left to cut: send it over budget rather than without its core
-        text = render()
+        before, text = text, render()
+        if cut and _strip_cut(text) == _strip_cut(before):
+            cut.pop()  # that reduction removed nothing here: do not claim it
+            text = render()
     return text
+
+
+def _strip_cut(text: str) -> str:
+    return "\n".join(ln for ln in text.split("\n") if not ln.startswith("(Shortened to fit"))
