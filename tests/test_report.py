@@ -172,3 +172,25 @@ def test_report_renders_in_chromium(tmp_path, chromium):
     assert len(re.findall(r"<circle ", html)) >= 4 * 8  # 4 baselines × 8 (shape, mode) points, plus legend
     per_shape = html.split('<table class="per-shape">', 1)[1]
     assert len(re.findall(r"<tr>", per_shape)) == 1 + 9  # header + 4 shapes × 2 modes + the shape without kernel
+
+
+def test_report_of_a_campaign_run(tmp_path):
+    """`cudal2 report RUN` on a real campaign folder (GPU seam: recorded results): both final modes, links."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_campaign import campaign
+
+    cfg, summary, _ = campaign(tmp_path, [(64, 64, 64), (128, 256, 512)], budget=4)
+    r = subprocess.run([sys.executable, "-m", "agent.cli", "report", cfg.run, "--runs-dir", str(cfg.runs_dir)],
+                       capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
+    assert r.returncode == 0, r.stderr
+    out = cfg.run_dir / "report.html"
+    html = out.read_text()
+    assert "offline mode (2 shapes)" in html and "server mode (2 shapes)" in html
+    links = re.findall(r'href="(kernels/[0-9a-f]{64}\.cu)"', html)
+    assert len(links) == 4 and all((cfg.run_dir / link).is_file() for link in links)
+    assert "64x64x64" in html and "128x256x512" in html and '<table class="summary"' in html
+    bad = subprocess.run([sys.executable, "-m", "agent.cli", "report", "nope", "--runs-dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "no archive for run" in bad.stderr
