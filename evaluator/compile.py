@@ -57,8 +57,8 @@ class ToolMissingError(RuntimeError):
 def _cache_root(cache_dir: Path | None) -> Path:
     if cache_dir is not None:
         return Path(cache_dir)
-    env = os.environ.get("CUDAL2_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "cuda-l2" / "build"
+    # CUDAL2_CACHE is the root of all the evaluator's caches (the autotuning choices live next to the builds).
+    return Path(os.environ.get("CUDAL2_CACHE") or Path.home() / ".cache" / "cuda-l2") / "build"
 
 
 @functools.lru_cache(maxsize=1)
