@@ -93,7 +93,8 @@ class Dispatcher:
                  min_speedup: float = 1.0, gpu_name: str | None = None, any_gpu: bool = False,
                  arch: str | None = None):
         """baseline/min_speedup: a kernel is used only where its archived speedup against `baseline` (an
-        EvalResult baseline name such as 'torch' or 'cublaslt-autotune-max') exceeds min_speedup. Kernels timed
+        EvalResult baseline name such as 'torch' or 'cublaslt-autotune-max'; 'torch' falls back to 'cublas-max'
+        for archives without a torch timing) exceeds min_speedup; min_speedup=0 uses every archived kernel. Kernels timed
         on another GPU model are skipped unless any_gpu=True (their speed there is unknown)."""
         if acc not in ACCUMULATORS:
             raise ValueError(f"acc must be one of {ACCUMULATORS}, got {acc!r}")
@@ -122,14 +123,19 @@ class Dispatcher:
             for k in self._all:
                 if k.acc != self.acc or (gpu is not None and k.gpu != gpu):
                     continue
-                s = k.speedup(self.baseline)
+                s = self._score(k)
                 if s is None or not s > self.min_speedup:
                     continue
                 cur = table.get(k.shape)
-                if cur is None or s > (cur.speedup(self.baseline) or 0.0):
+                if cur is None or s > (self._score(cur) or 0.0):
                     table[k.shape] = k
             self._table = table
         return self._table
+
+    def _score(self, k: ArchivedKernel) -> float | None:
+        # Archives timed where torch was absent have no 'torch' baseline; cuBLAS is what torch.matmul calls.
+        s = k.speedup(self.baseline)
+        return k.speedup("cublas-max") if s is None and self.baseline == "torch" else s
 
     def kernel_for(self, shape: tuple[int, int, int]) -> ArchivedKernel | None:
         return self.table().get(tuple(int(v) for v in shape))
