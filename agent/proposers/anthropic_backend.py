@@ -29,9 +29,11 @@ class AnthropicProposer(ChatProposer):
         c = self.config
         where = c.base_url or "the Anthropic API"
         try:
-            r = self.client().messages.create(model=c.model_name, max_tokens=c.max_tokens,
-                                              temperature=c.temperature, system=system,
-                                              messages=[{"role": "user", "content": user}], **c.extra)
+            # This client no longer takes `temperature` (recent Claude models fix it); settings it lacks go
+            # through `extra` as raw body fields.
+            r = self.client().messages.create(model=c.model_name, max_tokens=c.max_tokens, system=system,
+                                              messages=[{"role": "user", "content": user}],
+                                              extra_body=dict(c.extra) or None)
         except anthropic.APITimeoutError as e:
             raise RetryableError(f"request timed out after {c.timeout_s:g} s") from e
         except anthropic.APIConnectionError as e:

@@ -39,7 +39,7 @@ class OpenAIProposer(ChatProposer):
             r = self.client().chat.completions.create(
                 model=c.model_name, temperature=c.temperature, max_tokens=c.max_tokens,
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-                **c.extra)
+                extra_body=dict(c.extra) or None)  # server-specific fields (vLLM's top_k, ...) pass as is
         except openai.APITimeoutError as e:
             raise RetryableError(f"request timed out after {c.timeout_s:g} s") from e
         except openai.APIConnectionError as e:

@@ -32,7 +32,7 @@ class ParseResult:
 
 
 _FENCE = re.compile(r"^```[ \t]*([A-Za-z0-9+_-]*)[^\n]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
-_OPEN_FENCE = re.compile(r"^```[ \t]*(cuda|cu|cpp|c\+\+|cxx|c|cc|h|hpp)?[ \t]*$", re.MULTILINE | re.IGNORECASE)
+_FENCE_LINE = re.compile(r"^```", re.MULTILINE)
 _CODE_LANGS = {"", "cuda", "cu", "cpp", "c++", "cxx", "c", "cc", "h", "hpp", "cuh"}
 _EDIT = re.compile(r"^<{5,9} ?SEARCH[ \t]*\n(.*?)^={5,9}[ \t]*\n(.*?)^>{5,9} ?REPLACE[ \t]*$",
                    re.MULTILINE | re.DOTALL)
@@ -45,13 +45,14 @@ def has_contract_symbol(source: str) -> bool:
     return bool(_EXTERN_C.search(source)) and bool(_DEFINES_SYMBOL.search(source))
 
 
-def _check(source: str, kind: str) -> ParseResult:
+def _check(source: str, kind: str, label: str | None = None) -> ParseResult:
+    label = label or kind
     source = source.strip("\n") + "\n"
     if len(source.encode()) > MAX_SOURCE_BYTES:
         return ParseResult(None, f"the kernel is {len(source.encode())} bytes, over the {MAX_SOURCE_BYTES}-byte "
                                  "limit", kind)
     if not has_contract_symbol(source):
-        return ParseResult(None, f'the {kind} code does not define the contract symbol: extern "C" int '
+        return ParseResult(None, f'the {label} code does not define the contract symbol: extern "C" int '
                                  f"{SYMBOL}(const half* A, const half* B, const half* B_col_major, half* C, "
                                  "int M, int N, int K, cudaStream_t stream) { ... }", kind)
     return ParseResult(source, "", kind)
@@ -96,13 +97,13 @@ def parse_reply(text: str | None, parent_source: str | None = None) -> ParseResu
         src, why = apply_edits(parent_source, edits)
         if src is None:
             return ParseResult(None, why, "edit")
-        return _check(src, "edited")
+        return _check(src, "edit", "edited")
     blocks = [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
     code = [b for lang, b in blocks if lang in _CODE_LANGS]
     if code:
         with_symbol = [b for b in code if SYMBOL in b]
         return _check(max(with_symbol or code, key=len), "fenced")
-    if _OPEN_FENCE.search(text):
+    if len(_FENCE_LINE.findall(text)) % 2 == 1:
         return ParseResult(None, "the reply opens a code block that is never closed (cut off at max_tokens?)",
                            "fenced")
     if blocks:
