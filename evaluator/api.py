@@ -70,17 +70,26 @@ def evaluate(source: str, shape, *, acc: str = "fp32", mode: str = "offline", pr
            "profile": profile}
     if seed is not None:
         req["seed"] = seed
-    out = pool.run(req, inactivity_timeout or INACTIVITY_TIMEOUT[profile], gpu=gpu, on_progress=on_progress)
-    _fill(res, out)
-    if sanitize and res.status in (R.OK, R.INCORRECT, R.ESCAPED_WORK):  # it ran to the end: sanitize it too
-        from evaluator.sanitize import run_sanitizers
+    timeout = inactivity_timeout or INACTIVITY_TIMEOUT[profile]
+    if sanitize:
+        # The sanitizers are correctness checks too, so they run before any timing: checks, sanitizers, timing.
+        out = pool.run({**req, "phases": ["checks"]}, timeout, gpu=gpu, on_progress=on_progress)
+        _fill(res, out)
+        if res.status in (R.OK, R.INCORRECT, R.ESCAPED_WORK):  # it ran to the end: sanitize it too
+            from evaluator.sanitize import run_sanitizers
 
-        checks = run_sanitizers(res.compile.so_path, shape, pool.native_so())
-        res.checks.extend(checks)
-        failed = [c for c in checks if not c.passed]
-        if failed:
-            res.status = R.INCORRECT
-            res.reason = "; ".join(f"{c.name}: {c.detail}" for c in failed)
+            checks = run_sanitizers(res.compile.so_path, shape, pool.native_so())
+            res.checks.extend(checks)
+            failed = [c for c in checks if not c.passed]
+            if failed and res.status == R.OK:
+                res.status = R.INCORRECT
+                res.reason = "; ".join(f"{c.name}: {c.detail}" for c in failed)
+        if res.status == R.OK:
+            earlier = res.checks
+            _fill(res, pool.run({**req, "phases": ["timing"]}, timeout, gpu=gpu, on_progress=on_progress))
+            res.checks = earlier + res.checks
+    else:
+        _fill(res, pool.run(req, timeout, gpu=gpu, on_progress=on_progress))
     if ncu and res.status == R.OK:
         try:
             from evaluator.profile import profile_candidate

@@ -26,15 +26,14 @@ def run_sanitizers(so_path: str, shape, native_so: str, timeout: float = 900.0) 
             continue
         cmd = [exe, f"--tool={tool}", "--error-exitcode=99", "--print-limit=20", sys.executable, "-m",
                "evaluator.oneshot", native_so, so_path, *map(str, shape)]
-        if tool == "racecheck":
-            cmd[2:2] = ["--racecheck-report=hazard"]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             out.append(CheckOutcome(name, False, f"did not finish within {timeout:g} s"))
             continue
         text = p.stdout + p.stderr
-        m = re.search(r"ERROR SUMMARY: (\d+) error", text)
+        # memcheck ends with "ERROR SUMMARY: N errors", racecheck with "RACECHECK SUMMARY: ... (N errors, M warnings)"
+        m = re.search(r"ERROR SUMMARY: (\d+) error", text) or re.search(r"RACECHECK SUMMARY:.*?\((\d+) error", text)
         errors = int(m.group(1)) if m else None
         ok = p.returncode == 0 and errors == 0
         detail = "" if ok else _first_report(text, p.returncode)
