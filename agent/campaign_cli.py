@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -252,7 +251,3 @@ def cmd_report(args: argparse.Namespace) -> int:
         return _err(str(e))
     print(f"wrote {out}")
     return 0
-
-
-def _dump(obj) -> str:
-    return json.dumps(obj, indent=2, default=str)
