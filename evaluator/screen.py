@@ -174,7 +174,7 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
 ]
 
 _PRAGMA_OMP = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+omp\b", re.M)
-_HOST_SYSCALL_ASM = re.compile(r"\b_*asm_*\b.{0,400}?\b(?:syscall|sysenter|int\s+\$0x80)\b", re.S)
+_HOST_SYSCALL_ASM = re.compile(r"\b_*asm_*\b.{0,400}?(?:syscall|sysenter|int\s+\$0x80)\b", re.S)
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*(include|include_next|import)\b[ \t]*(.*)$", re.M)
 
 
