@@ -11,7 +11,8 @@ Labels, tried in this order (the first that fits wins, so the most specific and 
                       memory is busy or warps wait on it
   memory-bound        DRAM or the cache hierarchy runs near its peak and ahead of the SMs
   occupancy-limited   too few warps to hide latency: the grid leaves SMs idle, or registers/shared memory cap the
-                      warps per SM while warps sit stalled
+                      warps per SM while warps sit stalled and the tensor pipe is not busy (a warp-specialised
+                      kernel with a busy tensor pipe runs few warps on purpose)
   latency-bound       nothing is near its peak; warps are stalled (the top stall reason says on what)
   balanced            compute and memory both moderately used, no single limiter stands out
 
@@ -31,9 +32,11 @@ TENSOR_PCT = 60.0
 BANK_PCT = 25.0  # conflict wavefronts / all shared-memory wavefronts
 BANK_BUSY_PCT = 30.0  # L1/shared throughput that makes conflicts matter
 MEMORY_PCT = 60.0
-UNDERFILL_WAVES = 0.5  # blocks for less than half of the SMs' slots
+UNDERFILL_SMS = 0.75  # a grid with fewer blocks than this share of the SMs leaves the rest idle
 LOW_OCCUPANCY_PCT = 25.0
 LOW_ISSUE_PCT = 50.0
+BUSY_TENSOR_PCT = 30.0  # a kernel whose tensor pipe is this busy runs few warps by design (warp-specialised)
+IDLE_TENSOR_PCT = 1.0
 LATENCY_PCT = 40.0
 SHARED_STALLS = ("mio_throttle", "short_scoreboard")
 WAIT_STALLS = ("long_scoreboard", "barrier", "short_scoreboard", "wait", "mio_throttle", "lg_throttle")
@@ -76,7 +79,7 @@ def bottleneck(rec: dict[str, Any]) -> dict[str, Any]:
     dur, main_dur, n_k = g("duration_us"), g("main_kernel_duration_us"), int(g("n_kernels") or 1)
     sm, mem, dram = g("sm_throughput_pct"), g("memory_throughput_pct"), g("dram_throughput_pct")
     l1, tensor, issue = g("l1_throughput_pct"), g("tensor_pipe_pct"), g("issue_active_pct")
-    bank, waves = g("bank_conflict_pct"), g("waves_per_sm")
+    bank, waves, grid, sms = g("bank_conflict_pct"), g("waves_per_sm"), g("grid_size"), g("sm_count")
     occ, theo = g("achieved_occupancy_pct"), g("theoretical_occupancy_pct")
     stalls = _stalls(rec)
     top, top_v = _top(stalls)
@@ -115,12 +118,15 @@ def bottleneck(rec: dict[str, Any]) -> dict[str, Any]:
                    + ": larger tiles for more reuse, better L2 locality (block swizzle), fewer bytes per FLOP",
                    memory_throughput_pct=mem, dram_throughput_pct=dram, sm_throughput_pct=sm,
                    l2_hit_rate_pct=g("l2_hit_rate_pct"))
-    if waves is not None and waves < UNDERFILL_WAVES:
-        return out("occupancy-limited", f"the grid fills only {100 * waves:.0f}% of one wave across the SMs: "
-                   f"most SMs idle; smaller tiles, split-K or stream-K give every SM work",
-                   waves_per_sm=waves, grid_size=rec.get("grid_size"), achieved_occupancy_pct=occ)
+    if grid is not None and sms and grid < UNDERFILL_SMS * sms:
+        return out("occupancy-limited", f"the grid has {grid:.0f} blocks for {sms:.0f} SMs: "
+                   f"{100 * (1 - grid / sms):.0f}% of the SMs get no work; smaller tiles, split-K or stream-K "
+                   f"give every SM a share", grid_size=int(grid), sm_count=int(sms), waves_per_sm=waves,
+                   achieved_occupancy_pct=occ)
     starved = (issue is not None and issue < LOW_ISSUE_PCT) or top in WAIT_STALLS
-    if occ is not None and occ < LOW_OCCUPANCY_PCT and (theo is None or theo <= LOW_OCCUPANCY_PCT) and starved:
+    tensor_idle_enough = tensor is None or tensor < BUSY_TENSOR_PCT
+    if (occ is not None and occ < LOW_OCCUPANCY_PCT and (theo is None or theo <= LOW_OCCUPANCY_PCT) and starved
+            and tensor_idle_enough):
         lim = rec.get("occupancy_limiter")
         return out("occupancy-limited", f"only {occ:.0f}% of warp slots are used"
                    + (f" (theoretical {theo:.0f}%, capped by {lim})" if theo is not None and lim else "")
@@ -137,8 +143,11 @@ def bottleneck(rec: dict[str, Any]) -> dict[str, Any]:
                    sm_throughput_pct=sm, memory_throughput_pct=mem_peak, issue_active_pct=issue)
     if busiest is None:
         return out("balanced", "too few metrics to single out a limiter", duration_us=dur)
+    idle = tensor is not None and tensor < IDLE_TENSOR_PCT
     return out("balanced", f"SMs at {_pct(sm)} and memory at {_pct(mem_peak)} of peak, tensor pipe at "
-               f"{_pct(tensor)}: no single limiter; gains come from the tile shape and schedule as a whole",
+               f"{_pct(tensor)}: no single limiter"
+               + ("; the tensor cores are idle, the math runs on the CUDA cores: use mma/wgmma" if idle else
+                  "; gains come from the tile shape and schedule as a whole"),
                sm_throughput_pct=sm, memory_throughput_pct=mem_peak, tensor_pipe_pct=tensor)
 
 

@@ -140,27 +140,17 @@ def profile_target(target: str, shape, native_so: str, acc: str = "fp32", timeou
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
     metrics = P.metric_names()
-    dropped: list[str] = []
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="cudal2-ncu-") as tmp, _GpuLock(gpu or 0, timeout) as locked:
         if not locked:
             return unavailable(f"another profile held GPU {gpu or 0} for more than {timeout:g} s")
         status_path = os.path.join(tmp, "status.json")
-        while True:
-            left = timeout - (time.monotonic() - started)
-            if left <= 1:
-                return unavailable(f"ncu did not finish within {timeout:g} s", dropped_metrics=dropped)
-            rc, text = _run(_command(exe, metrics, native_so, target, shape, acc, status_path), left, env)
-            if raw_out:
-                Path(raw_out).write_text(text)
-            if rc is None:
-                return unavailable(f"ncu did not finish within {timeout:g} s (killed)", dropped_metrics=dropped)
-            unknown = [m for m in P.unknown_metrics(text) if m in metrics]
-            if unknown and len(dropped) < 20:  # metrics this GPU/ncu lacks (e.g. wgmma counters before Hopper)
-                dropped += unknown
-                metrics = [m for m in metrics if m not in unknown]
-                continue
-            break
+        left = timeout - (time.monotonic() - started)
+        rc, text = _run(_command(exe, metrics, native_so, target, shape, acc, status_path), left, env)
+        if raw_out:
+            Path(raw_out).write_text(text)
+        if rc is None:
+            return unavailable(f"ncu did not finish within {timeout:g} s (killed)")
         status = _read_json(status_path)
     seconds = round(time.monotonic() - started, 2)
     reason = P.failure_reason(text)
@@ -168,7 +158,7 @@ def profile_target(target: str, shape, native_so: str, acc: str = "fp32", timeou
         return unavailable(f"the profiled run failed (exit {status['exit']}): {status.get('error') or 'call failed'}",
                            seconds=seconds)
     try:
-        _, units, rows = P.parse_raw_csv(text)
+        header, units, rows = P.parse_raw_csv(text)
     except P.NcuParseError as e:
         why = reason or P.error_lines(text) or str(e)
         return unavailable(f"ncu gave no metrics (exit {rc}): {why}", seconds=seconds,
@@ -184,8 +174,9 @@ def profile_target(target: str, shape, native_so: str, acc: str = "fp32", timeou
         rec["algo"] = status["algo"]
     if len(rows) >= MAX_LAUNCHES:
         rec["truncated"] = f"only the first {MAX_LAUNCHES} launches of the call were profiled"
-    if dropped:
-        rec["dropped_metrics"] = dropped
+    missing = P.missing_metrics(header, metrics)
+    if missing:
+        rec["missing_metrics"] = missing
     rec["bottleneck"] = bottleneck(rec)
     return rec
 

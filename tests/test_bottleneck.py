@@ -7,7 +7,7 @@ from evaluator.bottleneck import LABELS, bottleneck
 BASE = {"available": True, "n_kernels": 1, "duration_us": 200.0, "main_kernel_duration_us": 200.0,
         "sm_throughput_pct": 50.0, "memory_throughput_pct": 45.0, "dram_throughput_pct": 30.0,
         "l1_throughput_pct": 45.0, "tensor_pipe_pct": 35.0, "issue_active_pct": 55.0, "bank_conflict_pct": 2.0,
-        "waves_per_sm": 2.0, "achieved_occupancy_pct": 40.0, "theoretical_occupancy_pct": 50.0,
+        "waves_per_sm": 2.0, "sm_count": 132, "achieved_occupancy_pct": 40.0, "theoretical_occupancy_pct": 50.0,
         "occupancy_limiter": "registers", "grid_size": 512,
         "stalls": {"long_scoreboard": 1.5, "barrier": 0.8, "selected": 1.0, "not_selected": 3.0}}
 
@@ -26,6 +26,7 @@ CASES = {
                             stalls={"mio_throttle": 4.0, "short_scoreboard": 2.0}),
     "memory-bound": case(dram_throughput_pct=88.0, memory_throughput_pct=90.0, sm_throughput_pct=35.0),
     "occupancy-limited": case(achieved_occupancy_pct=12.0, theoretical_occupancy_pct=12.5, issue_active_pct=30.0,
+                              tensor_pipe_pct=10.0,
                               sm_throughput_pct=45.0, stalls={"long_scoreboard": 6.0, "barrier": 1.0}),
     "latency-bound": case(sm_throughput_pct=22.0, memory_throughput_pct=25.0, dram_throughput_pct=10.0,
                           stalls={"barrier": 5.0, "long_scoreboard": 2.0}),
@@ -50,8 +51,25 @@ def test_several_launches_with_a_small_main_kernel_are_launch_bound():
 
 
 def test_underfilled_grid_is_occupancy_limited():
-    b = bottleneck(case(waves_per_sm=0.12, grid_size=16))
-    assert b["label"] == "occupancy-limited" and "12%" in b["why"]
+    b = bottleneck(case(waves_per_sm=0.12, grid_size=33))
+    assert b["label"] == "occupancy-limited" and "33 blocks for 132 SMs" in b["why"] and "75%" in b["why"]
+
+
+def test_partial_wave_on_every_sm_is_not_underfilled():
+    # 256 blocks where 7 fit per SM: a wave of 28%, yet every SM has work.
+    assert bottleneck(case(waves_per_sm=0.28, grid_size=256))["label"] == "balanced"
+
+
+def test_few_warps_with_a_busy_tensor_pipe_are_not_occupancy_limited():
+    # A warp-specialised Hopper kernel: 3 warpgroups per SM on purpose.
+    b = bottleneck(case(achieved_occupancy_pct=14.0, theoretical_occupancy_pct=18.75, issue_active_pct=18.0,
+                        tensor_pipe_pct=45.0, sm_throughput_pct=31.0, memory_throughput_pct=33.0))
+    assert b["label"] == "latency-bound"
+
+
+def test_idle_tensor_cores_are_named():
+    b = bottleneck(case(tensor_pipe_pct=0.03))
+    assert b["label"] == "balanced" and "tensor cores are idle" in b["why"]
 
 
 def test_conflicts_on_idle_shared_memory_do_not_count():

@@ -15,6 +15,115 @@ KERNELS = Path(__file__).with_name("kernels")
 RUNNER_KERNELS = ("gen_normal", "transpose_h", "fill_u16", "half_to_float", "compare_k", "block_until_released")
 
 
+# ---- golden outputs: real ncu runs on an H200 (ncu 2025.3.1), see tests/golden/ncu/versions.txt ------------------
+def _golden(name):
+    import csv
+    import io
+
+    text = (GOLDEN / f"{name}.txt").read_text()
+    header, units, rows = P.parse_raw_csv(text)
+    kernels = [P.kernel_record(r, units) for r in rows]
+    raw = list(csv.DictReader(io.StringIO(P.csv_block(text))))  # independent reading: the plain csv module
+    return header, units, kernels, raw
+
+
+def _sane(k):
+    for key in ("sm_throughput_pct", "memory_throughput_pct", "dram_throughput_pct", "l1_hit_rate_pct",
+                "l2_hit_rate_pct", "achieved_occupancy_pct", "theoretical_occupancy_pct", "tensor_pipe_pct",
+                "issue_active_pct", "bank_conflict_pct"):
+        assert k[key] is not None and 0.0 <= k[key] <= 100.0, (key, k[key])
+    assert k["sm_count"] == 132  # H200
+    assert k["spill_bytes"] == 0
+    assert k["stalls"] and "long_scoreboard" in k["stalls"]
+    assert not any(r in k["name"] for r in RUNNER_KERNELS)
+
+
+@pytest.mark.parametrize("name,grid,variant", [("wmma_1024", [16, 16, 1], "wmma_hgemm<1>"),
+                                               ("wmma_64", [1, 1, 1], "wmma_hgemm<1>"),
+                                               ("wmma_ragged", [3, 2, 1], "wmma_hgemm<0>")])
+def test_golden_wmma_profiles(name, grid, variant):
+    header, units, kernels, raw = _golden(name)
+    assert len(kernels) == 1  # the runner's fill/transpose kernels are outside the profile range
+    k = kernels[0]
+    _sane(k)
+    # facts from tests/kernels/reference_wmma.cu: 128 threads, 64x64 tiles, 17408 B of static shared memory,
+    # the vector path when N and K are multiples of 8 (1024, 64), the scalar one otherwise (77x130x200)
+    assert variant in k["name"] and k["block"] == [128, 1, 1] and k["grid"] == grid
+    assert k["block_size"] == 128 and k["grid_size"] == grid[0] * grid[1]
+    assert k["smem_per_block_bytes"] == 64 * (64 + 4) * 4
+    assert units["gpu__time_duration.sum"] == "ns"
+    assert k["duration_us"] == pytest.approx(float(raw[1]["gpu__time_duration.sum"].replace(",", "")) / 1000)
+    assert k["pid"] == int(raw[1]["Process ID"])
+    assert k["tensor_pipe_pct"] > 0  # WMMA runs on the tensor pipe
+
+
+def test_golden_naive_kernel_leaves_the_tensor_cores_idle():
+    _, _, kernels, _ = _golden("naive_512")
+    k = kernels[0]
+    _sane(k)
+    assert "naive_hgemm" in k["name"] and k["block"] == [32, 8, 1] and k["grid"] == [16, 64, 1]
+    assert k["smem_per_block_bytes"] == 0 and k["tensor_pipe_pct"] < 1.0
+    from evaluator.bottleneck import bottleneck
+
+    b = bottleneck(P.summarize(kernels))
+    assert "tensor cores are idle" in b["why"]
+
+
+@pytest.mark.parametrize("name", ["baseline_cublaslt_heuristic_NN_1024", "baseline_cublas_TN_1024",
+                                  "baseline_cublaslt_autotune_NN_1024"])
+def test_golden_baseline_profiles(name):
+    _, _, kernels, _ = _golden(name)
+    assert len(kernels) == 1
+    k = kernels[0]
+    _sane(k)
+    # cuBLAS picks a Hopper TMA/wgmma kernel: three warpgroups, most of the 227 KiB of shared memory
+    assert "sm90" in k["name"] and k["block_size"] == 384 and k["smem_per_block_bytes"] > 150_000
+    assert k["tensor_pipe_pct"] > 20.0  # the hmma pipe counter covers wgmma on Hopper
+    assert k["occupancy_limits"]["registers"] == 1
+    rec = P.summarize(kernels)
+    assert rec["main_kernel"] == P.short_name(k["name"]) and rec["duration_us"] == pytest.approx(k["duration_us"], abs=1e-3)
+    assert "long_scoreboard" in rec["top_stalls"]
+
+
+def test_golden_summary_is_json_and_has_what_prompts_read():
+    _, _, kernels, _ = _golden("wmma_1024")
+    rec = P.summarize(kernels)
+    assert json.loads(json.dumps(rec)) == rec
+    for key in ("duration_us", "sm_throughput_pct", "dram_throughput_pct", "l1_hit_rate_pct", "l2_hit_rate_pct",
+                "achieved_occupancy_pct", "tensor_pipe_pct", "top_stalls", "registers_per_thread",
+                "smem_per_block_bytes", "spill_bytes", "bank_conflict_pct"):
+        assert rec[key] is not None, key
+    assert rec["occupancy_limiter"] == "registers"  # 72 registers x 128 threads: 7 blocks; warps allow 16
+
+
+def test_golden_unknown_metric_is_left_out_silently():
+    # ncu 2025.3 answers a metric it does not know by leaving it out of the report, without an error.
+    text = (GOLDEN / "unknown_metric.txt").read_text()
+    assert "==ERROR==" not in text
+    header, units, rows = P.parse_raw_csv(text)
+    assert P.missing_metrics(header, ["gpu__time_duration.sum", "sm__no_such_metric_cudal2.sum"]) == [
+        "sm__no_such_metric_cudal2.sum"]
+    k = P.kernel_record(rows[0], units)
+    assert k["duration_us"] > 0 and k["sm_throughput_pct"] is None and k["stalls"] == {}
+
+
+def test_golden_version_and_metric_availability():
+    assert P.ncu_version((GOLDEN / "versions.txt").read_text()) == "2025.3.1.0"
+    avail = json.loads((GOLDEN / "metric_availability.json").read_text())
+    listed = {m.split(".")[0] for m in P.metric_names()}
+    # everything the set asks for is either a listed counter on Hopper or a launch attribute
+    assert all(m in avail["offered"] or m.startswith("launch__") or m.startswith("sm__maximum_warps")
+               or m.endswith("op_gmma") for m in listed), sorted(listed - set(avail["offered"]))
+
+
+def test_golden_cli_record_puts_candidate_next_to_baseline():
+    r = json.loads((GOLDEN / "cli_wmma_2048.json").read_text())
+    cand, base = r["candidate"], r["baseline"]["record"]
+    assert cand["available"] and base["available"] and r["baseline"]["name"].startswith("cublaslt")
+    assert cand["pid"] != base["pid"]  # each profile is its own process
+    assert cand["bottleneck"]["label"] in LABELS and base["bottleneck"]["label"] in LABELS
+
+
 # ---- missing ncu / unavailable counters ----------------------------------------------------------------------
 def test_missing_ncu_gives_a_clear_unavailable_record(monkeypatch, tmp_path):
     from evaluator.profile import profile_baseline, profile_target

@@ -15,7 +15,7 @@ from evaluator.api import evaluate
 from evaluator.pool import WorkerPool
 from evaluator.profile import _command, _run, ncu_path, profile_baseline, profile_target
 
-KERNELS = Path(__file__).resolve().parents[2] / "tests" / "kernels"
+KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 
 
 def main(out: Path) -> None:
@@ -30,8 +30,10 @@ def main(out: Path) -> None:
 
     bases = {m.split(".")[0] for m in metric_names()}
     have = {ln.split()[0] for ln in q.splitlines() if ln.strip() and ln.split()[0] in bases}
+    # launch__* and sm__maximum_warps_per_active_cycle_pct are launch attributes: reported, but not listed here.
     (out / "metric_availability.json").write_text(json.dumps({"offered": sorted(have),
-                                                              "missing": sorted(bases - have)}, indent=1))
+                                                              "not_listed": sorted(bases - have)}, indent=1))
+    (out / "query_tensor_metrics.txt").write_text("\n".join(ln for ln in q.splitlines() if "tensor" in ln or "gmma" in ln))
     pool = WorkerPool(gpus=[0])
     native = pool.native_so()
     jobs = [("wmma_1024", "reference_wmma.cu", (1024, 1024, 1024)), ("wmma_64", "reference_wmma.cu", (64, 64, 64)),
@@ -57,6 +59,16 @@ def main(out: Path) -> None:
     rc, text = _run(cmd, 120, None)
     (out / "unknown_metric.txt").write_text(text)
     print("unknown metric run rc", rc, flush=True)
+    # the CLI, as a user runs it
+    import argparse
+
+    from evaluator.profile_cli import add_subcommands
+
+    ap = argparse.ArgumentParser()
+    add_subcommands(ap.add_subparsers(dest="command"))
+    a = ap.parse_args(["profile", str(KERNELS / "reference_wmma.cu"), "--shape", "2048", "2048", "2048",
+                       "--json", str(out / "cli_wmma_2048.json")])
+    print("cli exit", a.func(a), flush=True)
     pool.close()
 
 
