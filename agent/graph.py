@@ -71,6 +71,15 @@ def _query(shape, best: dict[str, Any] | None) -> str:
         return q
 
 
+def _speedups(res: EvalResult) -> dict[str, float | None]:
+    """Against every baseline as measured, and '<stem>-max' for each NN/TN pair (the faster of the two)."""
+    out = {b: t.speedup_mean for b, t in res.baselines.items()}
+    for b in list(out):
+        if b.endswith(("-NN", "-TN")):
+            out[b[:-3] + "-max"] = res.speedup(b[:-3] + "-max")
+    return out
+
+
 def _summary(p: dict[str, Any]) -> dict[str, Any]:
     return {k: p.get(k) for k in ("name", "model", "family", "params", "parent", "source_hash", "reason", "usage",
                                   "latency_s", "total_s", "attempts", "parse_kind", "error", "raw")}
@@ -200,7 +209,8 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
                 results.append({"index": i, "variant_id": hit.id, "status": hit.status, "speedup": hit.speedup,
                                 "memo": not recovered, "reason": hit.reason})
                 log(state, "evaluate", {"index": i, "source_hash": h},
-                    {"memo": not recovered, "recovered": recovered, "variant_id": hit.id, "status": hit.status})
+                    {"memo": not recovered, "recovered": recovered, "variant_id": hit.id, "status": hit.status,
+                     "speedup": hit.speedup, "speedups": _speedups(hit.result)})
                 continue
             t0 = time.monotonic()
             try:
@@ -219,8 +229,8 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
             results.append({"index": i, "variant_id": vid, "status": res.status, "speedup": sp, "memo": False,
                             "reason": res.reason})
             log(state, "evaluate", {"index": i, "source_hash": h},
-                {"variant_id": vid, "status": res.status, "reason": res.reason, "speedup": sp,
-                 "speedups": {b: t.speedup_mean for b, t in res.baselines.items()},
+                {"variant_id": vid, "memo": False, "status": res.status, "reason": res.reason, "speedup": sp,
+                 "speedups": _speedups(res),
                  "seconds": round(time.monotonic() - t0, 3)})
         return {"step_results": results, "evaluations": evaluations, "memo_hits": memo}
 
@@ -299,7 +309,8 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
     g.add_edge("record", "decide")
     g.add_conditional_edges("decide", lambda s: END if s.get("stop_reason") else "retrieve", ["retrieve", END])
 
-    conn = sqlite3.connect(run_dir / CHECKPOINT_FILE, check_same_thread=False)
+    # Campaign lanes run several shapes of one run at once: one file, one connection each, waiting on locks.
+    conn = sqlite3.connect(run_dir / CHECKPOINT_FILE, check_same_thread=False, timeout=120)
     try:
         app = g.compile(checkpointer=SqliteSaver(conn))
         config = {"configurable": {"thread_id": tid}, "recursion_limit": 10_000}

@@ -3,6 +3,7 @@ parser; the model configuration (file + flags)."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -283,3 +284,49 @@ def test_config_rejects_keys_and_unknown_settings(tmp_path):
         load_model_config(parse_flags(["--model", "openai", "--temperature", "7"]))
     with pytest.raises(SystemExit):
         parse_flags(["--model", "gemini"])
+
+
+# ---- cudal2 propose ----
+
+def test_propose_cli_writes_candidates_and_manifest(tmp_path, capsys):
+    from agent.cli import main
+
+    replies = [FENCED, "no idea", f"```cuda\n{kernel_source('t2')}```"]
+
+    def script(i, path, body):
+        if "(No reference material: retrieval was switched off.)" not in prompt_text(body):
+            server.fail("the prompt does not say retrieval is off")
+        return Reply(200, openai_chat(replies[i]))
+
+    out = tmp_path / "cands"
+    with ScriptedServer(script) as server:
+        rc = main(["propose", "--shape", "2048", "2048", "1024", "-n", "3", "--out", str(out), "--model", "openai",
+                   "--base-url", server.base_url + "/v1", "--model-name", "my-finetune", "--api-key-env",
+                   "TEST_OPENAI_KEY", "--no-retrieval", "--max-tokens", "2000"])
+    assert rc == 0 and server.failures == []
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["shape"] == [2048, 2048, 1024] and man["model"]["model_name"] == "my-finetune"
+    assert len(man["candidates"]) == 2 and len(man["rejected"]) == 1
+    assert "no kernel in the reply" in man["rejected"][0]["reason"]
+    for c in man["candidates"]:
+        src = (out / c["file"]).read_text()
+        assert 'extern "C" int hgemm' in src
+    assert all(r.body["max_tokens"] == 2000 for r in server.requests)
+    assert "## Task" in (out / "prompt.md").read_text()
+    for f in out.iterdir():
+        assert "sk-openai-test-0123456789abcdef" not in f.read_text()
+    assert "2 candidate(s) for 2048x2048x1024" in capsys.readouterr().out
+
+
+def test_propose_cli_bad_input(tmp_path, capsys):
+    from agent.cli import main
+
+    assert main(["propose", "--shape", "0", "8", "8", "--out", str(tmp_path / "o")]) == 2
+    assert "M must be positive" in capsys.readouterr().err
+    assert main(["propose", "--shape", "8", "8", "8", "--out", str(tmp_path / "o"), "--config",
+                 str(tmp_path / "missing.toml")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    with ScriptedServer(lambda i, p, b: Reply(200, openai_chat("nothing"))) as server:
+        rc = main(["propose", "--shape", "8", "8", "8", "-n", "1", "--out", str(tmp_path / "o"), "--model",
+                   "openai", "--base-url", server.base_url + "/v1", "--no-retrieval"])
+    assert rc == 1 and "0 candidate(s)" in capsys.readouterr().out
