@@ -280,3 +280,29 @@ def test_killed_run_resumes_without_repeating_finished_evaluations(tmp_path, mon
     events = list(Transcript(tmp_path / "runs" / "k" / "t.jsonl").read())
     assert any(e["node"] == "resume" and e["input"]["next"] == ["evaluate"] for e in events)
     assert KEY.encode() not in all_run_bytes(tmp_path / "runs")
+
+
+def test_two_shapes_of_one_run_in_parallel_lanes(tmp_path, monkeypatch):
+    """The campaign runs shapes of one run at once (one lane per GPU): one checkpoint file, one archive."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setenv("CUDAL2_TEST_KEY", KEY)
+    tags = ["naive", "tile128", "tile128x256", "pipelined", "wgmma", "broken"]
+    script = lambda i, p, b: Reply(200, openai_chat(fenced(tags[i % len(tags)])))  # noqa: E731
+    run_dir = tmp_path / "runs" / "lanes"
+    archive = Archive(run_dir / "archive.sqlite")
+    transcript = Transcript(run_dir / "transcript.jsonl", run="lanes")
+    shapes = [(1024, 1024, 1024), (2048, 1024, 512)]
+    with ScriptedServer(script) as server:
+        def lane(shape):
+            return run_shape(shape, acc="fp32", gpu_name="H200", arch="sm_90a", run_dir=run_dir,
+                             proposer=proposer_for(server), evaluate_fn=RecordedEvaluator(), archive=archive,
+                             transcript=transcript, budget_candidates=6, n_per_step=2, plateau=None)
+        with ThreadPoolExecutor(2) as pool:
+            outs = list(pool.map(lane, shapes))
+    assert [o.stop_reason for o in outs] == ["budget_candidates"] * 2
+    assert [o.thread_id for o in outs] == ["H200|fp32|1024x1024x1024", "H200|fp32|2048x1024x512"]
+    for s in shapes:
+        assert 1 <= len(archive.history("H200", "fp32", s)) <= 6
+    threads = {e["thread"] for e in transcript.read()}
+    assert threads == {o.thread_id for o in outs}
