@@ -1,0 +1,292 @@
+"""The built-in search policy: prior-seeded, surrogate-ranked local search over the kernel families.
+
+Each call to `propose` (see docs/design/builtin_policy.md):
+1. splits the batch between families: size-class priors, then re-weighted by the best speedup each family has
+   reached in `history` (failing families shrink);
+2. builds a candidate pool per family: the paper's priors for this shape, seeds from neighbouring shapes,
+   one- and two-knob mutations of the best measured configs (evolution), and a random sample of the space;
+3. ranks the pool with a surrogate: log speedup = -log(analytic time) + a k-nearest-neighbour correction learnt
+   from this shape's history (the residual between measured speedup and the model), plus an exploration bonus
+   for configs far from anything measured and a penalty near configs that failed;
+4. returns the best-ranked unseen configs, a few per tile shape, rendered to contract sources.
+It never returns a config that is in `history` or that this object proposed before, and for the same inputs and
+seed it returns the same batch.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from agent.families import FAMILY_NAMES, candidate_name, canonical, get
+from agent.families.common import ARCHS
+from . import costmodel, priors
+
+ACCS = ("fp32", "fp16")
+RANDOM_SAMPLE = 160
+KNN = 5
+
+
+@dataclass
+class Candidate:
+    family: str
+    params: dict[str, Any]
+    name: str
+    source: str
+    rationale: str
+    predicted_speedup: float | None = field(default=None, repr=False)
+
+
+def _stable_int(*parts: Any) -> int:
+    return int(hashlib.sha256(repr(parts).encode()).hexdigest()[:16], 16)
+
+
+def _knob_distance(dom: dict[str, tuple], a: dict[str, Any], b: dict[str, Any]) -> float:
+    d = 0.0
+    for k, values in dom.items():
+        x, y = a.get(k), b.get(k)
+        if x == y:
+            continue
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values) and len(values) > 1:
+            lo, hi = min(values), max(values)
+            if lo > 0:
+                span = math.log2(hi / lo) or 1.0
+                d += abs(math.log2(max(x, 1e-9) / max(y, 1e-9))) / span if x and y else 1.0
+            else:
+                d += abs(x - y) / ((hi - lo) or 1)
+        else:
+            d += 1.0
+    return d / max(len(dom), 1)
+
+
+def _mutations(dom: dict[str, tuple], p: dict[str, Any], rng: random.Random, fixed: Iterable[str] = ("acc",)) -> list[dict[str, Any]]:
+    """All one-knob moves to an adjacent value (ordered knobs) or another value (categorical), plus a few
+    random two-knob moves."""
+    out = []
+    knobs = [k for k in dom if k not in fixed and len(dom[k]) > 1]
+    for k in knobs:
+        vals = list(dom[k])
+        i = vals.index(p[k]) if p[k] in vals else 0
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals)
+        steps = [vals[j] for j in (i - 1, i + 1) if 0 <= j < len(vals)] if numeric else [v for v in vals if v != p[k]]
+        for v in steps:
+            q = dict(p)
+            q[k] = v
+            out.append(q)
+    singles = list(out)
+    for _ in range(min(12, len(singles))):
+        a, b = rng.sample(singles, 2) if len(singles) >= 2 else (singles[0], singles[0])
+        q = dict(a)
+        for k in b:
+            if b[k] != p[k]:
+                q[k] = b[k]
+        out.append(q)
+    return out
+
+
+def _repair(family: str, p: dict[str, Any]) -> dict[str, Any]:
+    """Keep coupled knobs consistent after a mutation."""
+    q = dict(p)
+    if family == "ampere_cute":
+        q["prefetch"] = max(1, min(q["prefetch"], q["stages"] - 1))
+        q["sw_b"] = min(q["sw_b"], {32: 2, 64: 3}[q["bk"]])
+    if family == "hopper_wgmma":
+        if q["scheduler"] == "persistent":
+            q["splits"] = 1
+        if q["schedule"] == "pingpong" and q["tile_m"] == 256:
+            q["tile_m"] = 128
+        if q["schedule"] == "cooperative" and q["tile_m"] == 64:
+            q["tile_m"] = 128
+        if q["raster"] == "heuristic":
+            q["swizzle"] = 1
+    return q
+
+
+class BuiltinPolicy:
+    """Deterministic for a given seed; never proposes a config twice (history included)."""
+
+    def __init__(self, seed: int = 0):
+        self.seed = int(seed)
+        self._proposed: set[tuple[str, str]] = set()
+        self._space_cache: dict[tuple, list[dict[str, Any]]] = {}
+
+    # -- public -----------------------------------------------------------------------------------------------
+    def propose(self, shape: Sequence[int], acc: str = "fp32", arch: str = "sm_90a",
+                history: Sequence[dict[str, Any]] = (), n: int = 8,
+                seeds: Sequence[dict[str, Any]] = ()) -> list[Candidate]:
+        from evaluator.contract import check_shape  # noqa: PLC0415 (evaluator stays importable without agent)
+
+        shape = check_shape(tuple(shape))
+        if acc not in ACCS:
+            raise ValueError(f"acc must be one of {ACCS}, got {acc!r}")
+        if arch not in ARCHS:
+            raise ValueError(f"unknown arch {arch!r}; known: {', '.join(ARCHS)}")
+        if n <= 0:
+            return []
+        history = [h for h in history if h.get("family") in FAMILY_NAMES and isinstance(h.get("params"), dict)]
+        rng = random.Random(_stable_int(self.seed, shape, acc, arch, len(history),
+                                        sorted(canonical(h["params"]) for h in history)))
+        seen = {(h["family"], canonical(h["params"])) for h in history} | self._proposed
+
+        obs: dict[str, list[tuple[dict, float]]] = {f: [] for f in FAMILY_NAMES}
+        fails: dict[str, list[dict]] = {f: [] for f in FAMILY_NAMES}
+        for h in history:
+            s = h.get("speedup")
+            if h.get("status") == "ok" and s is not None and s > 0:
+                obs[h["family"]].append((h["params"], math.log(float(s))))
+            elif h.get("status") not in ("ok", None):
+                fails[h["family"]].append(h["params"])
+
+        slots = self._allocate(shape, arch, obs, fails, n)
+        chosen: list[Candidate] = []
+        for fam in FAMILY_NAMES:
+            if slots.get(fam, 0) <= 0:
+                continue
+            pool = self._pool(fam, shape, acc, arch, obs, seeds, rng)
+            ranked = self._rank(fam, pool, shape, arch, obs, fails, seen)
+            chosen.extend(self._select(fam, ranked, slots[fam], seen))
+        # a family may have run out of unseen configs: fill from the others, best predicted first
+        if len(chosen) < n:
+            extra = []
+            for fam in FAMILY_NAMES:
+                if get(fam).space is None:
+                    continue
+                pool = self._pool(fam, shape, acc, arch, obs, seeds, rng, wide=True)
+                extra.extend(self._rank(fam, pool, shape, arch, obs, fails, seen))
+            extra.sort(key=lambda t: (-t[0], t[1], canonical(t[2])))
+            for score, fam, p, why in extra:
+                if len(chosen) >= n:
+                    break
+                key = (fam, canonical(p))
+                if key in seen:
+                    continue
+                seen.add(key)
+                chosen.append(self._candidate(fam, p, why, score))
+        for c in chosen:
+            self._proposed.add((c.family, canonical(c.params)))
+        return chosen[:n]
+
+    # -- steps ------------------------------------------------------------------------------------------------
+    def _allocate(self, shape, arch, obs, fails, n) -> dict[str, int]:
+        shares = priors.family_shares(shape, arch)
+        best = {f: max((s for _, s in obs[f]), default=None) for f in FAMILY_NAMES}
+        top = max((b for b in best.values() if b is not None), default=None)
+        for f in FAMILY_NAMES:
+            if shares.get(f, 0) <= 0:
+                continue
+            if best[f] is not None and top is not None:
+                # families within reach of the best keep their share; far-behind ones fade (temperature 0.1)
+                shares[f] *= math.exp((best[f] - top) / 0.1) ** 0.5 + 0.15
+            tried = len(obs[f]) + len(fails[f])
+            if tried >= 4 and not obs[f]:
+                shares[f] *= 0.2  # everything tried failed
+        total = sum(shares.values()) or 1.0
+        raw = {f: n * s / total for f, s in shares.items()}
+        slots = {f: int(math.floor(v)) for f, v in raw.items()}
+        for f in sorted(raw, key=lambda f: (-(raw[f] - slots[f]), f))[: n - sum(slots.values())]:
+            slots[f] += 1
+        return slots
+
+    def _space(self, fam, shape, acc, arch) -> list[dict[str, Any]]:
+        key = (fam, shape, acc, arch)
+        if key not in self._space_cache:
+            self._space_cache[key] = get(fam).space(shape, acc, arch)
+        return self._space_cache[key]
+
+    def _pool(self, fam, shape, acc, arch, obs, seeds, rng, wide=False) -> list[tuple[dict[str, Any], str]]:
+        mod = get(fam)
+        pool: list[tuple[dict[str, Any], str]] = []
+        for p in priors.priors(fam, shape, acc, arch):
+            pool.append((p, "prior (paper §5-6: BM~M, BN~N, stages~K, swizzle stride~size)"))
+        for s in seeds:
+            if s.get("family") != fam or not isinstance(s.get("params"), dict):
+                continue
+            p = dict(s["params"])
+            if "acc" in mod.DOMAIN:
+                p["acc"] = acc
+            src = s.get("shape")
+            why = f"seed from neighbouring shape {tuple(src) if src else '?'}"
+            if s.get("speedup") is not None:
+                why += f" (speedup {float(s['speedup']):.3f})"
+            pool.append((p, why))
+            for q in _mutations(mod.DOMAIN, p, rng)[:8]:
+                pool.append((_repair(fam, q), why + ", adapted"))
+        best = sorted(obs[fam], key=lambda t: (-t[1], canonical(t[0])))[:4]
+        for p, ls in best:
+            for q in _mutations(mod.DOMAIN, p, rng):
+                changed = ", ".join(f"{k} {p[k]}->{q[k]}" for k in q if q[k] != p.get(k))
+                pool.append((_repair(fam, q), f"mutation of measured {math.exp(ls):.3f}x config: {changed}"))
+        space = self._space(fam, shape, acc, arch)
+        k = min(len(space), RANDOM_SAMPLE * (4 if wide else 1))
+        for p in rng.sample(space, k) if k else []:
+            pool.append((p, "exploration sample of the feasible space"))
+        out, keys = [], set()
+        for p, why in pool:
+            key = canonical(p)
+            if key in keys:
+                continue
+            keys.add(key)
+            if mod.feasible(p, shape, arch)[0]:
+                out.append((p, why))
+        return out
+
+    def _rank(self, fam, pool, shape, arch, obs, fails, seen) -> list[tuple[float, str, dict, str]]:
+        dom = get(fam).DOMAIN
+        measured = obs[fam]
+        resid = [(p, ls + math.log(costmodel.estimate_us(fam, p, shape, arch))) for p, ls in measured]
+        all_resid = [r for f in FAMILY_NAMES for r in
+                     ((ls + math.log(costmodel.estimate_us(f, p, shape, arch))) for p, ls in obs[f])]
+        base = sum(all_resid) / len(all_resid) if all_resid else None
+        out = []
+        for p, why in pool:
+            if (fam, canonical(p)) in seen:
+                continue
+            t = costmodel.estimate_us(fam, p, shape, arch)
+            dists = sorted(((_knob_distance(dom, p, q), r) for q, r in resid), key=lambda x: x[0])[:KNN]
+            if dists:
+                w = [1.0 / (d + 0.05) for d, _ in dists]
+                corr = sum(wi * r for wi, (_, r) in zip(w, dists)) / sum(w)
+                explore = 0.15 * min(1.0, dists[0][0] * 4)
+            else:
+                corr = base if base is not None else math.log(self._baseline_guess_us(shape))
+                explore = 0.15
+            penalty = 0.0
+            for q in fails[fam]:
+                if _knob_distance(dom, p, q) < 0.12:
+                    penalty += 0.4
+            # priors and seeds are trusted over the model until the family has measurements of its own
+            trust = 0.25 if (not measured and (why.startswith("prior") or why.startswith("seed"))) else 0.0
+            score = corr - math.log(t) + explore - penalty + trust
+            out.append((score, fam, p, why))
+        out.sort(key=lambda x: (-x[0], canonical(x[2])))
+        return out
+
+    @staticmethod
+    def _baseline_guess_us(shape) -> float:
+        """A cuBLASLt-like time guess (launch floor + ~75% of wgmma peak) so that a fresh model's scores read as
+        speedups."""
+        return 10.0 + 2.0 * shape[0] * shape[1] * shape[2] / (0.75 * costmodel.WGMMA_PEAK) * 1e6
+
+    def _select(self, fam, ranked, k, seen) -> list[Candidate]:
+        out, per_tile = [], {}
+        for score, _, p, why in ranked:
+            if len(out) >= k:
+                break
+            key = (fam, canonical(p))
+            if key in seen:
+                continue
+            tile = tuple(p.get(x) for x in ("bm", "bn", "tile_m", "tile_n", "schedule", "swap_ab"))
+            if per_tile.get(tile, 0) >= 2:  # diversity: at most two variants of one tile shape per batch
+                continue
+            per_tile[tile] = per_tile.get(tile, 0) + 1
+            seen.add(key)
+            out.append(self._candidate(fam, p, why, score))
+        return out
+
+    @staticmethod
+    def _candidate(fam, p, why, score) -> Candidate:
+        pred = math.exp(score)
+        return Candidate(family=fam, params=dict(p), name=candidate_name(fam, p), source=get(fam).render(p),
+                         rationale=f"{why}; surrogate predicts {pred:.2f}x", predicted_speedup=pred)

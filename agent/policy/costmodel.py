@@ -1,0 +1,109 @@
+"""A rough analytic time model per family: the prior mean of the policy's surrogate.
+
+It only has to rank configurations sensibly before any measurement (tiles that fill the machine, waves, split-K
+reduction, memory traffic, launch cost); the surrogate corrects it with measured speedups. Numbers are for an
+H100/H200-class part (132 SMs); other archs scale by their SM count.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from agent.families.common import arch_limits, ceil_div
+
+MMA_SYNC_PEAK = 600e12  # dense fp16 mma.sync, whole chip, flop/s (measured kernels reach ~60-65% of wgmma peak)
+WGMMA_PEAK = 800e12
+DRAM_BW = 3.3e12
+L2_BW = 9e12
+LAUNCH_US = 3.0  # one kernel launch as seen by per-call CUDA events
+CUTLASS_HOST_US = 2.0  # argument building + initialize() on the host, per call
+KTILE_LATENCY_US = 0.12  # serial cost of one main-loop iteration that the pipeline cannot hide
+
+
+def _occupancy(threads: int, smem: int, regs: int, arch: str) -> int:
+    lim = arch_limits(arch)
+    by_smem = max(1, (228 * 1024 if lim.sm >= 90 else 164 * 1024) // max(smem, 1))
+    by_regs = max(1, lim.regs_per_sm // max(regs * threads, 1))
+    by_threads = max(1, 2048 // threads)
+    return max(1, min(by_smem, by_regs, by_threads, 32))
+
+
+def _mma_sync_time(shape, bm, bn, bk, threads, smem, split, stages, arch, warp_tile) -> float:
+    m, n, k = shape
+    sms = arch_limits(arch).num_sms
+    tiles = ceil_div(m, bm) * ceil_div(n, bn)
+    ctas = tiles * split
+    acc_regs = bm * bn // threads
+    occ = _occupancy(threads, smem, acc_regs + 48, arch)
+    slots = sms * occ
+    waves = ceil_div(ctas, slots)
+    wtm, wtn = warp_tile
+    eff = min(1.0, math.sqrt(wtm * wtn / (64.0 * 64.0)))  # small warp tiles spend more on ldmatrix than mma
+    eff *= min(1.0, (threads // 32) * min(occ, ceil_div(ctas, sms)) / 8.0) ** 0.5  # too few warps per SM
+    padded = 2.0 * ceil_div(m, bm) * bm * ceil_div(n, bn) * bn * k
+    busy = min(1.0, ctas / sms)
+    t_compute = padded / (MMA_SYNC_PEAK * max(eff, 0.05) * busy) * (waves * slots / ctas if ctas > slots else 1.0)
+    reads = 2.0 * (m * k * ceil_div(n, bn) + n * k * ceil_div(m, bm))
+    uniq = 2.0 * (m * k + n * k)
+    t_mem = uniq / DRAM_BW + max(0.0, reads - uniq) / L2_BW + 2.0 * m * n / DRAM_BW
+    ksplit_tiles = ceil_div(ceil_div(k, bk), split)
+    t_chain = waves * ksplit_tiles * KTILE_LATENCY_US * 1e-6 * (2.0 / min(stages, 4))
+    t_red = (split * m * n * 8.0 / L2_BW + 1.0e-6) if split > 1 else 0.0
+    return max(t_compute, t_mem) + t_chain + t_red + LAUNCH_US * 1e-6
+
+
+def estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], arch: str = "sm_90a") -> float:
+    """Estimated time of one call in microseconds (used for ranking only)."""
+    m, n, k = shape
+    if family == "small":
+        threads = p["wm"] * p["wn"] * 32
+        smem = p["stages"] * (p["bm"] * (p["bk"] + 8) + p["bk"] * (p["bn"] + 8)) * 2
+        t = _mma_sync_time(shape, p["bm"], p["bn"], p["bk"], threads, smem, p["split_k"], p["stages"], arch,
+                           (p["bm"] // p["wm"], p["bn"] // p["wn"]))
+        return t * 1e6
+    if family == "ampere_cute":
+        threads = p["wm"] * p["wn"] * 32
+        smem = (p["bm"] + p["bn"]) * p["bk"] * p["stages"] * 2
+        t = _mma_sync_time(shape, p["bm"], p["bn"], p["bk"], threads, smem, p["split_k"], p["prefetch"] + 1, arch,
+                           (p["bm"] // p["wm"], p["bn"] // p["wn"]))
+        # bigger rasterisation groups keep B panels in L2 on large problems
+        if 2.0 * m * n * k > 2 ** 30 and p["block_swizzle"] == 1:
+            t *= 1.04
+        if not p["reg_pipeline"]:
+            t *= 1.03
+        return t * 1e6 + (0.0 if p["epilogue"] == "smem" else 0.2)
+    if family == "hopper_wgmma":
+        sms = arch_limits(arch).num_sms
+        pm, pn = (n, m) if p["swap_ab"] else (m, n)
+        tm, tn, tk = p["tile_m"], p["tile_n"], p["tile_k"]
+        tiles = ceil_div(pm, tm) * ceil_div(pn, tn)
+        coop = p["schedule"] == "cooperative"
+        eff = {(128, 256): 1.0, (256, 128): 1.0, (128, 192): 0.95, (128, 128): 0.88, (64, 256): 0.85,
+               (64, 128): 0.75, (64, 192): 0.8, (256, 64): 0.8, (128, 64): 0.7, (64, 64): 0.6, (256, 192): 0.9,
+               (256, 256): 0.9}.get((tm, tn), 0.7)
+        if not coop and (tm, tn) in ((128, 128), (64, 256), (128, 192)):
+            eff *= 1.02  # ping-pong overlaps one warpgroup's epilogue with the other's mainloop
+        if p["b_operand"] == "row":
+            eff *= 0.99
+        cl = p["cluster_m"] * p["cluster_n"]
+        eff *= {1: 0.97, 2: 1.0, 4: 0.99}[cl]
+        padded = 2.0 * ceil_div(pm, tm) * tm * ceil_div(pn, tn) * tn * k
+        if p["scheduler"] == "streamk":
+            units = tiles * p["splits"] if p["splits"] > 1 else max(tiles, sms)
+            waves_factor = 1.0 if p["splits"] == 1 else ceil_div(units, sms) * sms / units
+            fix = 2.0 if (p["splits"] > 1 or tiles % sms) else 0.0
+        else:
+            units = tiles
+            waves_factor = ceil_div(tiles, sms) * sms / tiles if tiles > sms else 1.0
+            fix = 0.0
+        busy = min(1.0, units / sms)
+        t_compute = padded / (WGMMA_PEAK * eff * busy) * waves_factor
+        uniq = 2.0 * (m * k + n * k + m * n)
+        t_mem = uniq / DRAM_BW
+        ktiles = ceil_div(k, tk) // (p["splits"] if p["scheduler"] == "streamk" else 1)
+        t_chain = ktiles * 0.06e-6 * (ceil_div(tiles, sms) if p["scheduler"] == "persistent" else 1)
+        stages_pen = 1.0 if p["stages"] == 0 else (1.03 if p["stages"] < 4 else 1.0)
+        raster_gain = 0.98 if (p["raster"] != "heuristic" and p["swizzle"] > 1 and 2.0 * m * n * k > 2 ** 36) else 1.0
+        t = (max(t_compute, t_mem) + t_chain) * stages_pen * raster_gain
+        return t * 1e6 + LAUNCH_US + CUTLASS_HOST_US + fix
+    raise ValueError(f"no cost model for family {family!r}")

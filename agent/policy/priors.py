@@ -1,0 +1,145 @@
+"""Starting points from the paper's analysis (§5-6) and our first H200 measurements, as functions of (M, N, K).
+
+BM grows with M, BN with N, pipeline stages with K; grouped block rasterisation above ~2^27 FLOP with a group
+stride that grows with the problem; family by size: launch-bound shapes go to `small` (one launch, split-K inside
+it), mid shapes to split-K mma.sync kernels and Hopper stream-K, large shapes to `hopper_wgmma`.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from agent.families.common import ceil_div
+
+SMALL_FLOP = 2 ** 33  # below: the launch and the k-loop latency dominate
+LARGE_FLOP = 2 ** 35  # above: wgmma tensor-core throughput dominates
+
+
+def flop(shape: tuple[int, int, int]) -> float:
+    m, n, k = shape
+    return 2.0 * m * n * k
+
+
+def family_shares(shape: tuple[int, int, int], arch: str) -> dict[str, float]:
+    """Share of a fresh batch per family, before any measurement."""
+    f = flop(shape)
+    hopper = arch == "sm_90a"
+    if f < 2 ** 31:
+        shares = {"small": 0.8, "ampere_cute": 0.2, "hopper_wgmma": 0.0}
+    elif f < SMALL_FLOP:
+        shares = {"small": 0.55, "ampere_cute": 0.25, "hopper_wgmma": 0.2}
+    elif f < LARGE_FLOP:
+        shares = {"small": 0.3, "ampere_cute": 0.3, "hopper_wgmma": 0.4}
+    else:
+        shares = {"small": 0.0, "ampere_cute": 0.2, "hopper_wgmma": 0.8}
+    if not hopper:
+        shares["ampere_cute"] += shares.pop("hopper_wgmma")
+        shares["hopper_wgmma"] = 0.0
+    return shares
+
+
+def block_swizzle_stride(shape: tuple[int, int, int]) -> int:
+    f = flop(shape)
+    if f < 2 ** 27:
+        return 1
+    if f < 2 ** 33:
+        return 4
+    if f < 2 ** 37:
+        return 8
+    return 16
+
+
+def _pick(options: tuple[int, ...], target: float) -> int:
+    return min(options, key=lambda o: (abs(math.log(o / target)), o))
+
+
+def ampere_prior(shape: tuple[int, int, int], acc: str, sms: int = 132) -> dict[str, Any]:
+    m, n, k = shape
+    bm = _pick((32, 64, 128, 160, 256), min(max(m / 8, 32), 160 if m >= 8192 else 128))
+    bn = _pick((32, 64, 128, 256), min(max(n / 8, 32), 128))
+    bk = 64 if k >= 256 else 32
+    stages = 3 if k <= 1024 else (4 if k <= 4096 else 5)
+    tiles = ceil_div(m, bm) * ceil_div(n, bn)
+    split = 1
+    while tiles * split * 2 <= sms and split < 8 and k // bk >= 8 * split * 2:
+        split *= 2
+    wm, wn = (2, 2) if bm * bn <= 64 * 128 else (2, 4)
+    return {"bm": bm, "bn": bn, "bk": bk, "wm": wm, "wn": wn, "stages": stages, "prefetch": stages - 1,
+            "sw_b": 3 if bk == 64 else 2, "sw_m": 3, "sw_s": 3, "block_swizzle": block_swizzle_stride(shape),
+            "reg_pipeline": True, "epilogue": "smem", "split_k": split, "acc": acc}
+
+
+def small_prior(shape: tuple[int, int, int], sms: int = 132) -> dict[str, Any]:
+    m, n, k = shape
+    bm = 16 if m <= 64 else (32 if m <= 256 else 64)
+    bn = 32 if n <= 256 else (64 if n <= 1024 else 128)
+    bk = 32 if k <= 128 else 64
+    tiles = ceil_div(m, bm) * ceil_div(n, bn)
+    kt = ceil_div(k, bk)
+    split = 1
+    for s in (2, 3, 4, 6, 8, 12, 16):
+        if tiles * s <= 2 * sms and kt // s >= 2:
+            split = s
+    wm = min(2, bm // 16)
+    wn = max(1, min(4 // wm, bn // 16))
+    stages = max(2, min(4, ceil_div(kt, split)))
+    return {"bm": bm, "bn": bn, "bk": bk, "wm": wm, "wn": wn, "stages": stages, "split_k": split}
+
+
+def hopper_prior(shape: tuple[int, int, int], acc: str) -> dict[str, Any]:
+    m, n, k = shape
+    swap = m < 128 <= n  # put the long side on wgmma's M
+    pm, pn = (n, m) if swap else (m, n)
+    if pm >= 128 and pn >= 256:
+        tm, tn, sched = 128, 256, "cooperative"
+    elif pm >= 256:
+        tm, tn, sched = 256, 128, "cooperative"
+    elif pm >= 128:
+        tm, tn, sched = 128, 128, "cooperative"
+    else:
+        tm, tn, sched = 64, 128, "pingpong"
+    big = flop(shape) >= LARGE_FLOP
+    return {"tile_m": tm, "tile_n": tn, "tile_k": 64, "cluster_m": 2 if big else 1, "cluster_n": 1,
+            "schedule": sched, "scheduler": "persistent" if big or sched == "pingpong" else "streamk", "splits": 1,
+            "raster": "along_n" if big else "heuristic", "swizzle": 4 if big else 1, "stages": 0,
+            "b_operand": "col", "swap_ab": swap, "acc": acc}
+
+
+def small_priors(shape: tuple[int, int, int]) -> list[dict[str, Any]]:
+    """The prior plus the two narrow-tile variants that won every launch-bound shape in our first H200 sweep
+    (16-row tiles, 2-4 warps, split-K up to ~1-2 CTAs per SM)."""
+    out = [small_prior(shape)]
+    m, n, k = shape
+    for bn, wn in ((32, 2), (64, 4)):
+        q = dict(out[0], bm=16, bn=bn, wm=1, wn=wn)
+        tiles = ceil_div(m, 16) * ceil_div(n, bn)
+        kt = ceil_div(k, q["bk"])
+        q["split_k"] = 1
+        for s in (2, 3, 4, 6, 8, 12, 16):
+            if tiles * s <= 2 * 132 and kt // s >= 2:
+                q["split_k"] = s
+        q["stages"] = max(2, min(4, ceil_div(kt, q["split_k"])))
+        out.append(q)
+    return out
+
+
+def hopper_priors(shape: tuple[int, int, int], acc: str) -> list[dict[str, Any]]:
+    """The prior plus its raster/cluster/B-layout variants that were within 3% of cuBLAS on large shapes."""
+    base = hopper_prior(shape, acc)
+    out = [base]
+    if base["schedule"] == "cooperative":
+        out.append(dict(base, raster="along_n", swizzle=4, scheduler="persistent", splits=1))
+        out.append(dict(base, b_operand="row"))
+        if base["tile_m"] == 128 and base["tile_n"] == 256:
+            out.append(dict(base, tile_m=256, tile_n=128))
+    return out
+
+
+def priors(family: str, shape: tuple[int, int, int], acc: str, arch: str) -> list[dict[str, Any]]:
+    if family == "small":
+        return small_priors(shape)
+    if family == "ampere_cute":
+        return [ampere_prior(shape, acc)]
+    if family == "hopper_wgmma":
+        return hopper_priors(shape, acc) if arch == "sm_90a" else []
+    raise ValueError(family)
