@@ -290,12 +290,13 @@ def _load_cached(entry: Path, started: float) -> CompileInfo | None:
         d = json.loads(meta.read_text())
         info = CompileInfo(**d)
     except (OSError, ValueError, TypeError):
-        return None  # a damaged entry is rebuilt
+        info = None
+    if info is None or (info.ok and not (entry / "kernel.so").is_file()):
+        # A damaged entry (someone deleted the library, an older record format): drop it so the rebuild can publish.
+        shutil.rmtree(entry, ignore_errors=True)
+        return None
     if info.ok:
-        so = entry / "kernel.so"
-        if not so.is_file():
-            return None
-        info.so_path = str(so)
+        info.so_path = str(entry / "kernel.so")
     info.cached = True
     info.seconds = time.monotonic() - started
     return info

@@ -93,6 +93,10 @@ def test_cache_concurrent_builds_then_hit_then_misses(tmp_path):
     assert so.stat().st_mtime_ns == mtime  # nvcc did not run again
     assert hit.kernels == results[0].kernels and hit.registers == results[0].registers
 
+    so.unlink()  # a damaged entry is rebuilt, not served
+    rebuilt = C.compile_kernel(src, "sm_90a", cache_dir=cache)
+    assert rebuilt.ok and not rebuilt.cached and Path(rebuilt.so_path).is_file()
+
     other_flags = C.compile_kernel(src, "sm_90a", cache_dir=cache, extra_flags=["-DCUDAL2_TEST_VARIANT=1"])
     assert other_flags.ok and not other_flags.cached and other_flags.cache_key != hit.cache_key
     other_arch = C.compile_kernel(src, "sm_80", cache_dir=cache)
