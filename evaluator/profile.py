@@ -146,6 +146,8 @@ def profile_target(target: str, shape, native_so: str, acc: str = "fp32", timeou
             return unavailable(f"another profile held GPU {gpu or 0} for more than {timeout:g} s")
         status_path = os.path.join(tmp, "status.json")
         left = timeout - (time.monotonic() - started)
+        if left < 5:
+            return unavailable(f"waiting for GPU {gpu or 0} left no time of the {timeout:g} s limit")
         rc, text = _run(_command(exe, metrics, native_so, target, shape, acc, status_path), left, env)
         if raw_out:
             Path(raw_out).write_text(text)
