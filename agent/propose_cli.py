@@ -75,10 +75,9 @@ def cmd_propose(args: argparse.Namespace) -> int:
         if not Path(args.archive).is_file():
             return _err(f"--archive {args.archive} does not exist")
         ctx = build_context(Archive(args.archive), gpu_name=args.gpu_name, acc=args.acc, shape=shape,
-                            arch=args.arch, n=args.n)
+                            arch=args.arch)
     else:
-        ctx = ProposalContext(shape=shape, acc=args.acc, arch=args.arch, gpu_name=args.gpu_name,
-                              seeds=list(range(args.n)))
+        ctx = ProposalContext(shape=shape, acc=args.acc, arch=args.arch, gpu_name=args.gpu_name)
     if args.no_retrieval:
         ctx.retrieval_note = "retrieval was switched off"
     else:

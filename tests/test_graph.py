@@ -306,3 +306,35 @@ def test_two_shapes_of_one_run_in_parallel_lanes(tmp_path, monkeypatch):
         assert 1 <= len(archive.history("H200", "fp32", s)) <= 6
     threads = {e["thread"] for e in transcript.read()}
     assert threads == {o.thread_id for o in outs}
+
+
+def test_builtin_policy_loop(tmp_path):
+    """The built-in policy behind the Proposer interface: sources with family/params, history fed back, no repeats."""
+    pytest.importorskip("agent.policy")
+    from agent.proposers.builtin_backend import BuiltinProposer
+    from evaluator.record import EvalResult
+    import hashlib
+
+    recorded = RecordedEvaluator().recorded
+    names = sorted(recorded)
+
+    def replay(source, shape, *, acc="fp32", arch=None, **kw):
+        # a recorded GPU result per kernel, picked by the source's hash (the GPU seam of CPU tests)
+        tag = names[int(hashlib.sha256(source.encode()).hexdigest(), 16) % len(names)]
+        r = EvalResult.from_dict(recorded[tag])
+        r.shape, r.acc = tuple(shape), acc
+        return r
+
+    archive = Archive(tmp_path / "a.sqlite")
+    transcript = Transcript(tmp_path / "r" / "t.jsonl")
+    out = run_shape((4096, 4096, 4096), acc="fp32", gpu_name="H200", arch="sm_90a", run_dir=tmp_path / "r",
+                    proposer=BuiltinProposer(), evaluate_fn=replay, archive=archive, transcript=transcript,
+                    budget_candidates=6, n_per_step=2, plateau=None)
+    assert out.stop_reason == "budget_candidates" and out.steps == 3
+    assert out.evaluations == 6 and out.memo_hits == 0  # the policy never proposes a measured config again
+    hist = archive.history("H200", "fp32", (4096, 4096, 4096))
+    assert len(hist) == 6 and all(v.family and v.params and v.proposer == "builtin" for v in hist)
+    assert len({(v.family, json.dumps(v.params, sort_keys=True)) for v in hist}) == 6
+    props = [p for e in transcript.read(node="propose") for p in e["output"]["proposals"]]
+    assert all(p["raw"] and p["family"] for p in props)  # the policy's rationale is kept
+    assert all(e["input"]["prompt"] is None for e in transcript.read(node="propose"))

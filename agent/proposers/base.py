@@ -36,7 +36,6 @@ class ProposalContext:
     passages: list[dict[str, Any]] = field(default_factory=list)  # retrieved: text, source, symbol, line, score
     retrieval_note: str = ""  # why there are no passages, when there are none
     neighbours: list[dict[str, Any]] = field(default_factory=list)  # best variants of nearby shapes (seeding)
-    seeds: list[int] = field(default_factory=list)  # one per requested proposal (builtin policy)
 
     @property
     def parent_id(self) -> int | None:

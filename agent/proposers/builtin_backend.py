@@ -25,11 +25,14 @@ class BuiltinProposer(Proposer):
     def propose(self, context: ProposalContext, n: int) -> list[Proposal]:
         if n < 1:
             return []
-        seeds = context.seeds or [self.seed * 1_000_003 + context.step * 97 + i for i in range(n)]
-        history = [{k: h.get(k) for k in ("family", "params", "status", "speedup", "resources", "ncu", "bottleneck")}
-                   for h in context.history]
+        keys = ("family", "params", "status", "speedup", "resources", "ncu", "bottleneck")
+        history = [{k: h.get(k) for k in keys} for h in context.history]
+        # The policy's seeds are configurations that did well on nearby shapes (it adapts them to this one).
+        seeds = [{k: nb.get(k) for k in ("family", "params", "shape", "speedup")} for nb in context.neighbours
+                 if nb.get("family") and isinstance(nb.get("params"), dict)]
         t0 = time.monotonic()
-        cands = self.policy().propose(tuple(context.shape), context.acc, context.arch, history, n=n, seeds=seeds)
+        cands = self.policy().propose(tuple(context.shape), context.acc, context.arch or "sm_90a", history, n=n,
+                                      seeds=seeds)
         dt = time.monotonic() - t0
         out = []
         for c in cands[:n]:
