@@ -118,6 +118,7 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
     tid = thread_id(gpu_name, acc, shape_l)
     facts = dict(gpu_facts or {})
     eval_kwargs = dict(eval_kwargs or {})
+    proposer_name = getattr(proposer, "name", type(proposer).__name__)
     if max_steps is None:
         max_steps = 4 * math.ceil(budget_candidates / n_per_step) + 4
 
@@ -162,7 +163,7 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
         try:
             props = proposer.propose(ctx, want)
         except Exception as e:  # the builtin policy or a backend bug: record, count as a failed step
-            props = [Proposal(None, reason=f"proposer failed: {type(e).__name__}: {e}", model=proposer.name)]
+            props = [Proposal(None, reason=f"proposer failed: {type(e).__name__}: {e}", model=proposer_name)]
         out = []
         for p in props:
             d = p.to_dict()
@@ -170,7 +171,7 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
             out.append(d)
         prompt = None
         try:
-            prompt = proposer.prompt_for_log(ctx)
+            prompt = proposer.prompt_for_log(ctx) if hasattr(proposer, "prompt_for_log") else None
         except Exception as e:
             prompt = {"error": f"could not render the prompt for the log: {e}"}
         log(state, "propose", {"n": want, "prompt": prompt, "best_id": ctx.parent_id},
@@ -217,7 +218,7 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
             vid = None
             seen.add(h)
             if res.status not in _NOT_ARCHIVED:
-                vid = archive.add(run, gpu_name, acc, shape_l, src, p.get("model") or proposer.name, res,
+                vid = archive.add(run, gpu_name, acc, shape_l, src, p.get("model") or proposer_name, res,
                                   family=p.get("family"), params=p.get("params"), step=state.get("step", 0),
                                   parent=p.get("parent"))
                 evaluations += 1
@@ -334,7 +335,7 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
                 "best_speedup": None, "stop_reason": None,
             }
             transcript.append(thread=tid, shape=shape_l, step=0, node="start", run=run,
-                              input={"proposer": proposer.name, "budget_candidates": budget_candidates,
+                              input={"proposer": proposer_name, "budget_candidates": budget_candidates,
                                      "budget_minutes": budget_minutes, "n_per_step": n_per_step,
                                      "target_speedup": target_speedup, "plateau": plateau, "arch": arch})
             final = app.invoke(init, config, durability="sync")

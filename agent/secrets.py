@@ -19,11 +19,11 @@ _SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|ACCESS_KEY)", re.IGN
 _MIN_SECRET_LEN = 8  # shorter values ("1", "true") would redact ordinary text
 
 _PATTERNS = [
-    re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}"),  # Anthropic
-    re.compile(r"sk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{16,}"),  # OpenAI
-    re.compile(r"hf_[A-Za-z0-9]{20,}"),  # Hugging Face
-    re.compile(r"AKIA[0-9A-Z]{16}"),  # AWS access key id
-    re.compile(r"gh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub
+    re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{8,}"),  # Anthropic
+    re.compile(r"\bsk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{16,}"),  # OpenAI
+    re.compile(r"\bhf_[A-Za-z0-9]{20,}"),  # Hugging Face
+    re.compile(r"\bAKIA[0-9A-Z]{16}"),  # AWS access key id
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._\-~+/]{12,}=*"),  # Authorization: Bearer <token>
     re.compile(r"(?i)((?:x-api-key|api[_-]?key|authorization)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]{8,}"),
 ]

@@ -128,6 +128,9 @@ def test_scrub_patterns_and_what_it_leaves_alone():
     assert scrub("AKIAABCDEFGHIJKLMNOP") == REDACTED
     assert scrub('{"api_key": "abcdefgh12345"}') == '{"api_key": "' + REDACTED + '"}'
     assert scrub("use sk-shortish", extra=["sk-shortish"]) == f"use {REDACTED}"
+    # words that merely contain a key prefix are left alone
+    assert scrub("warp-mask-lane-index-0123456789abcdef shf_abcdefghijklmnopqrstuvwxyz") == \
+        "warp-mask-lane-index-0123456789abcdef shf_abcdefghijklmnopqrstuvwxyz"
     code = kernel_source("t")  # kernels, shapes and numbers pass through untouched
     assert scrub(code) == code and scrub("max_tokens=8192 speedup 1.23x") == "max_tokens=8192 speedup 1.23x"
     assert scrub_obj({"a": ["Bearer abcdefghijklmnop"], "n": 3}) == {"a": [f"Bearer {REDACTED}"], "n": 3}
