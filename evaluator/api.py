@@ -96,7 +96,8 @@ def evaluate(source: str, shape, *, acc: str = "fp32", mode: str = "offline", pr
         except ImportError:
             res.ncu = {"available": False, "reason": "profiling is not built into this evaluator yet"}
         else:
-            res.ncu = profile_candidate(res.compile.so_path, shape, pool.native_so())
+            res.ncu = profile_candidate(res.compile.so_path, shape, pool.native_so(), acc=acc,
+                                        gpu=res.gpu.get("gpu_index"))
     res.wall_seconds = time.monotonic() - started
     return res
 
