@@ -98,13 +98,23 @@ def test_multi_step_run_shows_the_model_its_history(tmp_path, monkeypatch):
         profiled.append(source.splitlines()[0])
         return {"bottleneck": "compute", "sm__throughput.avg.pct_of_peak_sustained_elapsed": 88.0}
 
+    def retrieve(query):
+        """Passages as agent.retrieval returns them (dataclasses); the query names the shape."""
+        if "4096" not in query:
+            raise AssertionError(f"the retrieval query does not name the shape: {query!r}")
+        try:
+            from agent.retrieval import Passage
+        except ImportError:
+            return PASSAGES
+        return [Passage(**{**p, "symbol": p["symbol"] or ""}) for p in PASSAGES]
+
     run_dir = tmp_path / "runs" / "r1"
     archive = Archive(tmp_path / "archive" / "archive.sqlite")
     transcript = Transcript(run_dir / "transcript.jsonl", run="r1")
     evaluate = RecordedEvaluator()
     with ScriptedServer(script) as server:
         out = run_shape(SHAPE, acc="fp32", gpu_name="H200", arch="sm_90a", run_dir=run_dir,
-                        proposer=proposer_for(server), evaluate_fn=evaluate, retrieve_fn=lambda q: PASSAGES,
+                        proposer=proposer_for(server), evaluate_fn=evaluate, retrieve_fn=retrieve,
                         archive=archive, transcript=transcript, budget_candidates=20, n_per_step=2,
                         target_speedup=1.08, plateau=None, profile_fn=profile_fn, gpu_facts=GPU_FACTS)
     assert server.failures == []
@@ -338,3 +348,19 @@ def test_builtin_policy_loop(tmp_path):
     props = [p for e in transcript.read(node="propose") for p in e["output"]["proposals"]]
     assert all(p["raw"] and p["family"] for p in props)  # the policy's rationale is kept
     assert all(e["input"]["prompt"] is None for e in transcript.read(node="propose"))
+
+
+def test_minutes_budget_and_extending_a_finished_thread(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDAL2_TEST_KEY", KEY)
+    tags = ["naive", "tile128", "tile128x256", "pipelined"]
+    kw = dict(acc="fp32", gpu_name="H200", arch="sm_90a", run_dir=tmp_path / "r", evaluate_fn=RecordedEvaluator(),
+              archive=Archive(tmp_path / "a.sqlite"), transcript=Transcript(tmp_path / "r" / "t.jsonl"),
+              n_per_step=1, plateau=None)
+    with ScriptedServer(lambda i, p, b: Reply(200, openai_chat(fenced(tags[i])))) as server:
+        first = run_shape(SHAPE, proposer=proposer_for(server), budget_candidates=10, budget_minutes=1e-6, **kw)
+        assert first.stop_reason == "budget_minutes" and first.steps == 1
+        # a larger candidate budget (no time budget) continues the same thread where it stopped
+        more = run_shape(SHAPE, proposer=proposer_for(server), budget_candidates=3, **kw)
+    assert not more.already_done and more.stop_reason == "budget_candidates"
+    assert more.candidates == 3 and more.steps == 3 and len(server.requests) == 3
+    assert any(e["node"] == "extend" for e in kw["transcript"].read())
