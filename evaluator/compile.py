@@ -227,6 +227,8 @@ def parse_ptxas(log: str) -> list[dict]:
 
 def _short_name(signature: str) -> str:
     """'void (anonymous namespace)::wmma_hgemm<true>(__half const*, ...)' -> 'wmma_hgemm<true>'."""
+    if signature.startswith("_Z"):
+        return _short_mangled(signature)
     s = signature.replace("(anonymous namespace)::", "")
     s = re.sub(r"^(?:void|static|__global__)\s+", "", s)
     depth = 0
@@ -235,6 +237,23 @@ def _short_name(signature: str) -> str:
         if ch == "(" and depth == 0 and i > 0:
             return s[:i]
     return s
+
+
+def _short_mangled(name: str) -> str:
+    """The leading qualified name of a mangled symbol c++filt could not read (deep CUTLASS templates):
+    '_ZN7cutlass6KernelINS_4gemm...' -> 'cutlass::Kernel<...>'."""
+    m = re.match(r"_Z(N)?", name)
+    i, parts = m.end(), []
+    while (d := re.match(r"\d+", name[i:])) is not None:
+        n = int(d.group())
+        i += d.end()
+        parts.append(name[i:i + n])
+        i += n
+        if m.group(1) is None:
+            break
+    if not parts:
+        return name[:60]
+    return "::".join(parts) + ("<...>" if name[i:i + 1] == "I" else "")
 
 
 def _summarise(info: CompileInfo) -> None:

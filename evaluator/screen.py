@@ -112,8 +112,10 @@ _CUDA_DIRS = ("cuda/", "crt/", "cooperative_groups/", "nv/", "cub/", "cutlass/",
 
 _THREAD_HEADERS = frozenset("thread future mutex shared_mutex condition_variable semaphore latch barrier stop_token "
                             "execution omp.h pthread.h threads.h".split())
-_IO_HEADERS = frozenset("fstream iostream istream ostream sstream filesystem iosfwd syncstream csignal signal.h "
-                        "csetjmp setjmp.h".split())
+# Console streams are allowed (debug prints are common and harmless: the worker keeps its protocol off fd 0/1 for
+# output, and reading input is refused by name below); file streams, signals and non-local jumps are not.
+_STD_HEADERS = _STD_HEADERS | frozenset("iostream ostream istream sstream iomanip iosfwd".split())
+_IO_HEADERS = frozenset("fstream filesystem syncstream csignal signal.h csetjmp setjmp.h".split())
 _NVIDIA_LIBS = re.compile(r"^(cublas|cublasLt|cudnn|cufft|curand|cusparse|cusolver|nccl|nvrtc|nvml|cupti|nvtx|"
                           r"nvjpeg|npp|thrust/|nvtx3/|cuda_profiler_api|cudaProfiler|cudaGL|cudaEGL|cudaVDPAU|"
                           r"cuda_gl_interop|cuda_egl_interop|cuda_vdpau_interop)")
@@ -167,6 +169,8 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
                 r"execv\w*|execl\w*|posix_spawn\w*|mmap\w*|mprotect|ofstream|ifstream|fstream|filesystem)\b|"
                 r"(?<![.\w>])\bsystem\s*\("),
      "file, environment or process access (fopen, getenv, system, popen, ...) is not allowed in a candidate"),
+    (re.compile(r"\b(?:std\s*::\s*cin|stdin|scanf|fscanf|vscanf|getchar|fgets|gets|fread|getline)\b"),
+     "reads the process's input (the evaluator's worker talks to its parent through stdin)"),
     # Plain names only where no kernel would call a helper of its own that way (a split-K `signal()` is fine).
     (re.compile(r"(?<![.\w>])\b(?:exit|_exit|_Exit|quick_exit|abort|atexit|at_quick_exit|sigaction|setjmp|"
                 r"longjmp)\s*\(|\bstd\s*::\s*(?:terminate|raise|signal|exit|abort|quick_exit)\b"),
@@ -271,6 +275,9 @@ _SYMBOL_DENY = re.compile(
     r"|pthread_create|pthread_detach|fork|vfork|clone|execve?|execvp|execl|execlp|execle|posix_spawnp?|system|popen"
     r"|fopen(?:64)?|freopen(?:64)?|open(?:64)?|openat(?:64)?|creat(?:64)?|getenv|secure_getenv|setenv|putenv"
     r"|dlopen|dlsym|dlvsym|dlmopen|syscall|mmap(?:64)?|mprotect|socket|connect|kill|sigaction|signal"
+    # Raw descriptor I/O could reach the worker's protocol pipes (reading requests, forging results).
+    r"|read|readv|pread(?:64)?|write|writev|pwrite(?:64)?|dup|dup2|dup3|send|sendmsg|sendto|stdin"
+    r"|(?:__isoc99_)?v?f?scanf|getchar|fgets|gets|fread|getline|std::cin"
     r"|std::thread::\w+.*|std::__future_base.*|std::filesystem::.*|std::basic_filebuf.*)$")
 
 

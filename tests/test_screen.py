@@ -41,6 +41,7 @@ GOOD = {
         "#include <cute/tensor.hpp>\n#include <cutlass/numeric_types.h>\n#include <cuda/barrier>\n"
         "#include <cuda/std/cstdint>\n#include <cooperative_groups.h>\n#include <cooperative_groups/memcpy_async.h>\n"
         "#include <cuda_pipeline.h>\n#include <mma.h>\n#include <cstdint>\n#include <algorithm>\n#include <cstdio>\n"
+        "#include <iostream>\n"
         '#include "cuda_bf16.h"\n' + NAIVE),
     "allowed runtime calls": with_body(
         "  float* ws = nullptr;\n  cudaMallocAsync((void**)&ws, 1024, stream);\n"
@@ -105,7 +106,9 @@ BAD = {
     "<mutex>": ("#include <mutex>\n" + NAIVE, "must not create threads"),
     "<omp.h>": ("#include <omp.h>\n" + NAIVE, "must not create threads"),
     "<fstream>": ("#include <fstream>\n" + NAIVE, "I/O"),
-    "<iostream>": ("#include <iostream>\n" + NAIVE, "I/O"),
+    "std::cin": (with_body("  int x; std::cin >> x;", "#include <iostream>"), "reads the process's input"),
+    "fread stdin": (with_body("  char b[4]; fread(b, 1, 4, stdin);", "#include <cstdio>"), "reads the process's input"),
+    "<csignal>": ("#include <csignal>\n" + NAIVE, "signal handling"),
     "<unistd.h>": ("#include <unistd.h>\n" + NAIVE, "not on the allow-list"),
     "<dlfcn.h>": ("#include <dlfcn.h>\n" + NAIVE, "not on the allow-list"),
     "<sys/mman.h>": ("#include <sys/mman.h>\n" + NAIVE, "not on the allow-list"),
