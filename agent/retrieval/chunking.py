@@ -189,7 +189,16 @@ def chunk_cpp(text: str, source: str, kind: str = "header", max_chars: int = MAX
             _emit(chunks, lines, decl_start, code_start, end, source, kind, max_chars, depth_at_end)
         decl_start = code_start = None
 
+    in_directive = False  # inside a preprocessor directive continued with backslashes
     for idx, raw in enumerate(lines):
+        if in_directive or (not in_block and raw.lstrip().startswith("#")):
+            # Directives never count towards braces or declaration boundaries; a declaration open across an #if
+            # keeps the directive lines in its text.
+            in_directive = raw.rstrip().endswith("\\")
+            depth_at_end.append(depth())
+            if decl_start is None:
+                comment_start = None
+            continue
         code, in_block_after = _strip_code(raw, in_block)
         was_in_block = in_block
         in_block = in_block_after

@@ -1,0 +1,111 @@
+"""Retrieval benchmark: build time (fresh and unchanged), recall@k on the golden set, query latency.
+
+    python -m agent.retrieval.bench [--store DIR] [--subset] [--out docs/benchmarks/retrieval.json]
+
+The golden set lives in tests/retrieval_golden.json; the CI test uses `recall_at_k` from here on a small store.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .query import Retriever
+from .store import REPO_ROOT, build
+
+GOLDEN = REPO_ROOT / "tests" / "retrieval_golden.json"
+
+
+def load_golden(path: str | os.PathLike | None = None) -> dict:
+    d = json.loads(Path(path or GOLDEN).read_text())
+    if not d.get("questions"):
+        raise ValueError(f"{path or GOLDEN} has no questions")
+    return d
+
+
+def recall_at_k(retriever: Retriever, questions: list[dict], k: int = 5) -> tuple[float, list[dict]]:
+    """Share of questions with an expected source among the top k passages, and the per-question detail."""
+    rows = []
+    for q in questions:
+        t = time.perf_counter()
+        hits = retriever.query(q["q"], k=k, token_budget=100_000)
+        ms = (time.perf_counter() - t) * 1000
+        got = [h.source for h in hits]
+        rank = next((i + 1 for i, s in enumerate(got) if s in q["expected"]), None)
+        rows.append({"q": q["q"], "expected": q["expected"], "got": got, "rank": rank, "ms": round(ms, 1)})
+    return sum(1 for r in rows if r["rank"]) / len(rows), rows
+
+
+def _cpu_seconds() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--store", help="store directory (default: a fresh temporary one, deleted afterwards)")
+    ap.add_argument("--subset", action="store_true", help="only the golden set's header subset (quick check)")
+    ap.add_argument("--out", help="write the JSON results here")
+    ap.add_argument("-k", type=int, default=5)
+    args = ap.parse_args(argv)
+    golden = load_golden()
+    flt = (lambda rel, keep=frozenset(golden["subset_headers"]): rel in keep) if args.subset else None
+    tmp = None
+    if args.store:
+        store = Path(args.store)
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="cudal2-retrieval-bench-")
+        store = Path(tmp.name) / "store"
+    res: dict = {"date": time.strftime("%Y-%m-%d %H:%M %Z"), "machine": {
+        "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+        "processor": platform.processor() or platform.machine()}, "headers": "subset" if args.subset else "all"}
+
+    def timed_build(label: str, **kw) -> dict:
+        load0, c0, t0 = _load(), _cpu_seconds(), time.perf_counter()
+        rep = build(store=store, header_filter=flt, log=lambda s: print(f"[{label}] {s}", file=sys.stderr), **kw)
+        out = {"wall_s": round(time.perf_counter() - t0, 1), "cpu_s": round(_cpu_seconds() - c0, 1),
+               "loadavg_before": load0, "loadavg_after": _load(), "chunks": rep.chunks, "files": rep.files,
+               "embedded": rep.embedded, "deleted": rep.deleted, "chunk_s": round(rep.chunk_seconds, 1),
+               "embed_s": round(rep.embed_seconds, 1), "by_kind": rep.by_kind}
+        print(f"[{label}] {json.dumps(out)}", file=sys.stderr)
+        return out
+
+    res["build_fresh"] = timed_build("fresh", fresh=True)
+    res["build_unchanged"] = timed_build("unchanged")
+    r = Retriever(store)
+    r.query("warm up the model", k=1)
+    recall, rows = recall_at_k(r, golden["questions"], k=args.k)
+    lat = [row["ms"] for row in rows]
+    res["recall_at_k"] = {"k": args.k, "questions": len(rows), "recall": round(recall, 3),
+                          "misses": [row for row in rows if not row["rank"]],
+                          "mean_rank_of_hits": round(statistics.mean([row["rank"] for row in rows if row["rank"]]), 2)}
+    res["query_latency_ms"] = {"p50": round(statistics.median(lat), 1),
+                               "p95": round(sorted(lat)[max(0, int(0.95 * len(lat)) - 1)], 1),
+                               "max": round(max(lat), 1)}
+    res["per_question"] = rows
+    text = json.dumps(res, indent=2)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text + "\n")
+    print(json.dumps({k: v for k, v in res.items() if k != "per_question"}, indent=2))
+    if tmp:
+        tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
