@@ -70,12 +70,12 @@ def test_multi_step_run_shows_the_model_its_history(tmp_path, monkeypatch):
         if step >= 1:
             must += ["0.017x", "compile_error", "wgmma_fence", "vs cublaslt-autotune-max", "vs cublas-max"]
         if step >= 2:
-            must += ["0.721x", "dram__throughput.avg.pct_of_peak_sustained_elapsed=81.5", "bottleneck: memory",
+            must += ["0.721x", "dram_throughput_pct=81.5", "bottleneck: memory-bound",
                      "regs", "48K"]
         if step >= 3:
             must += ["0.964x", "incorrect", "exceeds the bound", "runner-up #", "// variant: tile128x256"]
         if step >= 4:
-            must += ["1.036x", "bottleneck: compute", "edit of #"]
+            must += ["1.036x", "bottleneck: tensor-pipe-bound", "edit of #"]
         for s in must:
             if s not in text:
                 server.fail(f"request {i} (step {step}) prompt lacks {s!r}")
@@ -96,7 +96,7 @@ def test_multi_step_run_shows_the_model_its_history(tmp_path, monkeypatch):
 
     def profile_fn(source, shape, *, acc, arch):
         profiled.append(source.splitlines()[0])
-        return {"bottleneck": "compute", "sm__throughput.avg.pct_of_peak_sustained_elapsed": 88.0}
+        return {"bottleneck": {"label": "tensor-pipe-bound", "why": "fixture", "evidence": {}}, "sm_throughput_pct": 88.0}
 
     def retrieve(query):
         """Passages as agent.retrieval returns them (dataclasses); the query names the shape."""
@@ -135,7 +135,7 @@ def test_multi_step_run_shows_the_model_its_history(tmp_path, monkeypatch):
     assert edited[0].parent is not None and archive.get(edited[0].parent).speedup == pytest.approx(0.9635)
     # the profiler ran on variants the evaluation left without NCU data, and its metrics were archived
     assert any("naive" in p for p in profiled) and any("pipelined" in p for p in profiled)
-    assert archive.get(edited[0].id).ncu["bottleneck"] == "compute"
+    assert archive.get(edited[0].id).ncu["bottleneck"]["label"] == "tensor-pipe-bound"
     # the transcript tells the whole story, and the "no code" reply has its reason recorded
     events = list(transcript.read())
     nodes = [e["node"] for e in events]

@@ -35,12 +35,10 @@ _GPU_LABELS = {
     "max_threads_per_sm": "max threads per SM",
 }
 
-_NCU_PREFERRED = ("sm__throughput.avg.pct_of_peak_sustained_elapsed",
-                  "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
-                  "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-                  "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-                  "sm__warps_active.avg.pct_of_peak_sustained_active", "l1tex__t_sector_hit_rate.pct",
-                  "lts__t_sector_hit_rate.pct")
+# Short names of evaluator.profile's record, most telling first.
+_NCU_PREFERRED = ("duration_us", "sm_throughput_pct", "memory_throughput_pct", "dram_throughput_pct",
+                  "tensor_pipe_pct", "achieved_occupancy_pct", "l2_hit_rate_pct", "bank_conflict_pct",
+                  "spill_bytes", "top_stalls")
 NCU_MAX_METRICS = 8
 
 
@@ -105,6 +103,8 @@ def ncu_summary(ncu: dict[str, Any] | None) -> tuple[str | None, str]:
     metrics = {k: v for k, v in ncu.items() if k != "bottleneck" and isinstance(v, (int, float, str))}
     keys = [k for k in _NCU_PREFERRED if k in metrics] + sorted(k for k in metrics if k not in _NCU_PREFERRED)
     shown = ", ".join(f"{k}={_fmt_num(metrics[k])}" for k in keys[:NCU_MAX_METRICS])
+    if isinstance(bottleneck, dict):  # evaluator.bottleneck's {"label", "why", "evidence"}
+        bottleneck = f"{bottleneck.get('label')}: {bottleneck.get('why', '')}".rstrip(": ")
     return (str(bottleneck) if bottleneck else None), shown
 
 
