@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""How long does a 1,000-shape campaign take on 8-64 GPUs, and what limits it?
+
+Two parts:
+
+    python3 scripts/simulate_campaign.py measure [--out costs.json]
+        Compiles the test kernels (tests/kernels/*.cu) and one kernel of each family (agent/families) with
+        evaluator.compile.compile_kernel into an empty build cache, one at a time and then as many at once as the
+        machine has cores, and writes the seconds per compile (and per compile-slot when the cores are shared).
+
+    python3 scripts/simulate_campaign.py simulate [--costs costs.json] [--gpus 8,16,32,64] [--markdown]
+        A discrete-event simulation of the campaign driver (agent.campaign + agent.cluster): shapes in lanes
+        (2 per GPU), each lane proposes (one LLM call per step of n_per_step candidates), compiles the batch on a
+        shared pool of compile slots, then evaluates its candidates one after another on its GPU. It reports the
+        wall time and the utilisation of each resource (LLM concurrency, compile slots, GPUs), so the bottleneck
+        can be read off as the cluster grows.
+
+The model is deliberately the driver's own: compile-ahead (a batch starts compiling the moment it is proposed,
+candidate i is evaluated as soon as its own build is done), one evaluation at a time per GPU, an LLM endpoint with a
+concurrency limit. Costs are drawn from the measured distributions (seeded), not fixed numbers.
+"""
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+# Inputs when no --costs file is given. Where each came from:
+#  - eval_s: docs/benchmarks/evaluator.md section 2 (one NVIDIA H200, 2026-11-22): one quick evaluation after
+#    compile took 0.5-0.7 s for 21 of 24 shapes and 1.5-3.1 s for the three largest; the simulation draws 7/8 of
+#    the evaluations from the first range and 1/8 from the second.
+#  - compile_s: `simulate_campaign.py measure` on the development machine (2 cores, nvcc 13.0), 2026-11-22; see
+#    docs/distributed.md for the table. Plain CUDA kernels (tests/kernels, the `small` family) build in a few
+#    seconds; CuTe/CUTLASS kernels (ampere_cute, hopper_wgmma) in tens of seconds per core.
+#  - llm_s: an assumption, not a measurement: one call to a hosted model that writes 4 kernels of ~300 lines
+#    (~12k output tokens) at ~100 tokens/s is ~2 minutes; a local fine-tuned model behind vLLM is ~30 s.
+DEFAULT_COSTS = {
+    "eval_s": {"small_shapes": [0.5, 0.7], "large_shapes": [1.5, 3.1], "large_fraction": 0.125},
+    "compile_s": {"plain": [2.5, 4.0], "cute": [20.0, 60.0], "cute_fraction": 0.75},
+    "llm_s": {"builtin": [0.05, 0.2], "local_vllm": [20.0, 40.0], "hosted": [90.0, 150.0]},
+    "source": "defaults in scripts/simulate_campaign.py (see docs/distributed.md)",
+}
+
+
+# ---------------------------------------------------------------- measure
+
+def _family_sources() -> dict[str, str]:
+    from agent.families import families
+
+    out = {}
+    shape = (4096, 4096, 4096)
+    for name, mod in families().items():
+        space = mod.space(shape, "fp32", "sm_90a")
+        if space:
+            out[f"family:{name}"] = mod.render(space[len(space) // 2])
+    return out
+
+
+def measure(out: Path, jobs: int | None) -> dict:
+    from evaluator.compile import compile_kernel, nvcc_version
+
+    sources = {f"tests/kernels/{p.name}": p.read_text() for p in sorted((REPO / "tests" / "kernels").glob("*.cu"))}
+    sources.update(_family_sources())
+    jobs = jobs or os.cpu_count() or 1
+    result = {"machine": {"cores": os.cpu_count(), "nvcc": nvcc_version()}, "arch": "sm_90a", "serial": {},
+              "parallel": {}, "jobs": jobs}
+    with tempfile.TemporaryDirectory(prefix="cudal2-measure-") as d:
+        for name, src in sources.items():
+            t0 = time.monotonic()
+            info = compile_kernel(src, "sm_90a", cache_dir=Path(d) / "serial")
+            result["serial"][name] = {"seconds": round(time.monotonic() - t0, 2), "ok": info.ok,
+                                      "lines": src.count("\n")}
+            print(f"serial   {name:40s} {result['serial'][name]['seconds']:7.2f} s ok={info.ok}", flush=True)
+        # The same builds, `jobs` at a time (each twice so the pool stays full): the per-build time when cores
+        # are shared, which is what a node's compile slots see in a campaign.
+        work = [(f"{n}#{i}", s + f"\n// copy {i}\n") for n, s in sources.items() for i in range(2)]
+        t_all = time.monotonic()
+
+        def one(item):
+            n, s = item
+            t0 = time.monotonic()
+            compile_kernel(s, "sm_90a", cache_dir=Path(d) / "parallel")
+            return n, time.monotonic() - t0
+
+        with ThreadPoolExecutor(jobs) as pool:
+            for n, dt in pool.map(one, work):
+                result["parallel"][n] = round(dt, 2)
+                print(f"parallel {n:40s} {dt:7.2f} s", flush=True)
+        result["parallel_wall_s"] = round(time.monotonic() - t_all, 2)
+        result["parallel_serial_sum_s"] = round(2 * sum(v["seconds"] for v in result["serial"].values()), 2)
+    out.write_text(json.dumps(result, indent=1))
+    print(f"wrote {out}")
+    return result
+
+
+def costs_from_measurement(m: dict) -> dict:
+    """Turn a `measure` file into the simulation's compile ranges (min..max per class, serial builds)."""
+    plain = [v["seconds"] for k, v in m["serial"].items() if v["ok"] and not k.startswith(("family:ampere",
+                                                                                              "family:hopper"))]
+    cute = [v["seconds"] for k, v in m["serial"].items() if v["ok"] and k.startswith(("family:ampere",
+                                                                                        "family:hopper"))]
+    c = json.loads(json.dumps(DEFAULT_COSTS))
+    if plain:
+        c["compile_s"]["plain"] = [min(plain), max(plain)]
+    if cute:
+        c["compile_s"]["cute"] = [min(cute), max(cute)]
+    c["source"] = "measured compile times from a `measure` file; evaluation and LLM costs as documented"
+    return c
+
+
+# ---------------------------------------------------------------- simulate
+
+@dataclass
+class Scenario:
+    gpus: int
+    llm: str = "hosted"  # key into costs["llm_s"]
+    llm_concurrency: int = 64  # parallel requests the endpoint serves before queueing
+    compile_slots: int | None = None  # CPU cores building kernels across the cluster; None: 8 per GPU
+    shapes: int = 1000
+    budget: int = 16  # candidates per shape
+    n_per_step: int = 4
+    cute_fraction: float | None = None  # share of candidates that are CuTe/CUTLASS builds
+    seed: int = 0
+    name: str = ""
+
+
+@dataclass
+class Outcome:
+    scenario: Scenario
+    wall_s: float
+    busy: dict = field(default_factory=dict)  # resource -> busy fraction over the wall time
+    bottleneck: str = ""
+
+
+class _Pool:
+    """k identical servers, FIFO: returns when a job submitted at t with duration d finishes."""
+
+    def __init__(self, k: int):
+        self.free = [0.0] * max(1, k)
+        heapq.heapify(self.free)
+        self.k = max(1, k)
+        self.busy = 0.0
+
+    def run(self, t: float, d: float) -> float:
+        start = max(t, heapq.heappop(self.free))
+        end = start + d
+        heapq.heappush(self.free, end)
+        self.busy += d
+        return end
+
+
+def _draw(rng: random.Random, lohi) -> float:
+    return rng.uniform(lohi[0], lohi[1])
+
+
+def simulate(sc: Scenario, costs: dict) -> Outcome:
+    """Event-ordered simulation: lanes advance in the order of their clocks (a heap), so shared pools (LLM,
+    compile slots) are granted in time order."""
+    rng = random.Random(sc.seed)
+    lanes = 2 * sc.gpus
+    slots = sc.compile_slots if sc.compile_slots is not None else 8 * sc.gpus
+    cute_frac = costs["compile_s"]["cute_fraction"] if sc.cute_fraction is None else sc.cute_fraction
+    ev = costs["eval_s"]
+    llm_pool, cc_pool = _Pool(sc.llm_concurrency), _Pool(slots)
+    gpu_free = [0.0] * sc.gpus
+    gpu_busy = 0.0
+    queue = list(range(sc.shapes))
+    # Each lane: (time, lane id, shape, step); a lane's GPU is lane // 2 (two lanes share a GPU, as in the driver).
+    heap = []
+    for lane in range(min(lanes, sc.shapes)):
+        heapq.heappush(heap, (0.0, lane, queue.pop(0), 0))
+    end = 0.0
+    while heap:
+        t, lane, shape, done = heapq.heappop(heap)
+        n = min(sc.n_per_step, sc.budget - done)
+        t_prop = llm_pool.run(t, _draw(rng, costs["llm_s"][sc.llm]))
+        builds = [cc_pool.run(t_prop, _draw(rng, costs["compile_s"]["cute" if rng.random() < cute_frac
+                                                                         else "plain"])) for _ in range(n)]
+        g = lane // 2
+        tc = t_prop
+        large = rng.random() < ev["large_fraction"]
+        for b in builds:  # candidate i waits for its own build, then for the GPU
+            d = _draw(rng, ev["large_shapes"] if large else ev["small_shapes"])
+            start = max(tc, b, gpu_free[g])
+            gpu_free[g] = tc = start + d
+            gpu_busy += d
+        done += n
+        if done < sc.budget:
+            heapq.heappush(heap, (tc, lane, shape, done))
+        else:
+            # finals: the winner re-measured in two modes on the same GPU
+            for _ in range(2):
+                d = _draw(rng, ev["large_shapes"] if large else ev["small_shapes"])
+                start = max(tc, gpu_free[g])
+                gpu_free[g] = tc = start + d
+                gpu_busy += d
+            end = max(end, tc)
+            if queue:
+                heapq.heappush(heap, (tc, lane, queue.pop(0), 0))
+    busy = {"gpu": gpu_busy / (sc.gpus * end), "compile": cc_pool.busy / (cc_pool.k * end),
+            "llm": llm_pool.busy / (llm_pool.k * end)}
+    return Outcome(sc, end, busy, max(busy, key=busy.get))
+
+
+def scenarios(gpus: list[int]) -> list[Scenario]:
+    out = []
+    for g in gpus:
+        out.append(Scenario(g, llm="builtin", name="built-in policy, 8 compile cores per GPU"))
+        out.append(Scenario(g, llm="builtin", compile_slots=2 * g, name="built-in policy, 2 compile cores per GPU"))
+        out.append(Scenario(g, llm="local_vllm", llm_concurrency=32, name="local vLLM (32 concurrent), 8 cores/GPU"))
+        out.append(Scenario(g, llm="hosted", llm_concurrency=64, name="hosted LLM (64 concurrent), 8 cores/GPU"))
+        out.append(Scenario(g, llm="hosted", llm_concurrency=16, name="hosted LLM (16 concurrent), 8 cores/GPU"))
+    return out
+
+
+def fmt_h(s: float) -> str:
+    return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.0f} min"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("measure", help="time real nvcc builds of the test and family kernels here")
+    m.add_argument("--out", default="compile_costs.json")
+    m.add_argument("--jobs", type=int, default=None)
+    s = sub.add_parser("simulate", help="simulate a campaign on 8-64 GPUs")
+    s.add_argument("--costs", default=None, help="a file written by `measure` (default: the documented defaults)")
+    s.add_argument("--gpus", default="8,16,32,64")
+    s.add_argument("--shapes", type=int, default=1000)
+    s.add_argument("--budget", type=int, default=16)
+    s.add_argument("--markdown", action="store_true")
+    a = ap.parse_args(argv)
+    if a.cmd == "measure":
+        measure(Path(a.out), a.jobs)
+        return 0
+    try:
+        gpus = [int(x) for x in a.gpus.split(",") if x.strip()]
+    except ValueError:
+        ap.error(f"--gpus takes counts like 8,16 (got {a.gpus!r})")
+    if not gpus or min(gpus) < 1:
+        ap.error("--gpus takes positive counts")
+    costs = costs_from_measurement(json.loads(Path(a.costs).read_text())) if a.costs else DEFAULT_COSTS
+    rows = []
+    for sc in scenarios(gpus):
+        sc.shapes, sc.budget = a.shapes, a.budget
+        rows.append(simulate(sc, costs))
+    if a.markdown:
+        print("| GPUs | scenario | wall time | GPU busy | compile busy | LLM busy | bottleneck |")
+        print("|---|---|---|---|---|---|---|")
+    for o in rows:
+        b = o.busy
+        if a.markdown:
+            print(f"| {o.scenario.gpus} | {o.scenario.name} | {fmt_h(o.wall_s)} | {b['gpu']:.0%} | {b['compile']:.0%} "
+                  f"| {b['llm']:.0%} | {o.bottleneck} |")
+        else:
+            print(f"{o.scenario.gpus:3d} GPUs  {o.scenario.name:45s} {fmt_h(o.wall_s):>9s}  gpu {b['gpu']:4.0%}  "
+                  f"compile {b['compile']:4.0%}  llm {b['llm']:4.0%}  -> {o.bottleneck}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
