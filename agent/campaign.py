@@ -60,12 +60,21 @@ class Seam:
     gpu_name: str = ""
     arch: str | None = None
     lanes: int = 1
+    profiles: bool = False  # whether profile() gives Nsight Compute records
 
     def compile(self, source: str) -> None:  # warm the build cache; errors surface in evaluate()
         pass
 
     def evaluate(self, source: str, shape: Shape, *, acc: str, mode: str, profile: str) -> EvalResult:
         raise NotImplementedError
+
+    def gpu_facts(self) -> dict[str, Any]:
+        """What the prompt tells the model about the GPU (SMs, shared memory, L2, clocks)."""
+        return {}
+
+    def profile(self, source: str, shape: Shape, *, acc: str, arch: str | None = None) -> dict | None:
+        """Nsight Compute record of a candidate (None where profiling is off)."""
+        return None
 
     def close(self) -> None:
         pass
@@ -74,7 +83,9 @@ class Seam:
 class EvaluatorSeam(Seam):
     """The real evaluator: a WorkerPool over the given GPUs."""
 
-    def __init__(self, gpus: list[int]):
+    def __init__(self, gpus: list[int], ncu: bool | None = None):
+        import shutil
+
         from evaluator.gpu import device_count, device_name, native_arch
         from evaluator.pool import WorkerPool
 
@@ -91,6 +102,8 @@ class EvaluatorSeam(Seam):
         self.arch = native_arch(gpus[0])
         self.lanes = 2 * len(gpus)
         self.pool = WorkerPool(gpus=gpus, arch=self.arch)
+        self.profiles = shutil.which("ncu") is not None if ncu is None else ncu
+        self._facts: dict[str, Any] | None = None
 
     def compile(self, source: str) -> None:
         from evaluator.compile import compile_kernel
@@ -101,6 +114,28 @@ class EvaluatorSeam(Seam):
         from evaluator.api import evaluate
 
         return evaluate(source, shape, acc=acc, mode=mode, profile=profile, arch=self.arch, pool=self.pool)
+
+    def gpu_facts(self) -> dict[str, Any]:
+        if self._facts is None:
+            g = self.pool.gpu_info(self.gpus[0])
+            self._facts = {"name": g.get("name"), "sm_count": g.get("sms"),
+                           "smem_per_block_optin_kb": (g.get("smem_optin") or 0) // 1024 or None,
+                           "l2_mb": round((g.get("l2_bytes") or 0) / 2**20) or None,
+                           "compute_capability": f"{g.get('cc_major')}.{g.get('cc_minor')}",
+                           "max_sm_clock_mhz": g.get("max_sm_clock_mhz"), "mem_clock_mhz": g.get("max_mem_clock_mhz"),
+                           "driver": g.get("driver_version")}
+        return self._facts
+
+    def profile(self, source: str, shape: Shape, *, acc: str, arch: str | None = None) -> dict | None:
+        if not self.profiles:
+            return None
+        from evaluator.compile import compile_kernel
+        from evaluator.profile import profile_candidate
+
+        info = compile_kernel(source, self.arch)  # cached: the loop only profiles variants it evaluated
+        if not info.ok:
+            return None
+        return profile_candidate(info.so_path, shape, self.pool.native_so(), acc=acc, gpu=self.gpus[0])
 
     def close(self) -> None:
         self.pool.close()
@@ -495,7 +530,8 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
                                 proposer=_AheadProposer(inner, ahead), evaluate_fn=evaluate_for(shape),
                                 retrieve_fn=retrieve_fn, archive=archive, transcript=transcript,
                                 budget_candidates=budget, budget_minutes=per_shape_minutes,
-                                n_per_step=cfg.n_per_step, eval_kwargs={"mode": cfg.mode, "profile": cfg.profile})
+                                n_per_step=cfg.n_per_step, eval_kwargs={"mode": cfg.mode, "profile": cfg.profile},
+                                gpu_facts=seam.gpu_facts(), profile_fn=seam.profile if seam.profiles else None)
             finalize(shape)
             outcomes[shape] = outcome
             progress.event(shape, "done", stop_reason=outcome.stop_reason)

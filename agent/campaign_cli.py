@@ -61,6 +61,8 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
                    help="global archive (default $CUDAL2_ARCHIVE or ~/.cache/cuda-l2/archive.sqlite)")
     p.add_argument("--no-global", action="store_true", help="neither seed from nor add to the global archive")
     p.add_argument("--no-retrieval", action="store_true", help="do not query the CUTLASS/CuTe knowledge store")
+    p.add_argument("--ncu", choices=["auto", "on", "off"], default="auto",
+                   help="profile each step's fastest variant with Nsight Compute (auto: when ncu is installed)")
     p.add_argument("--final-modes", default="offline,server", metavar="MODES",
                    help="re-measure each shape's best kernel in these modes at the end ('' for none)")
     p.set_defaults(func=cmd_campaign)
@@ -129,7 +131,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     try:
         model.api_key()  # fail now, not after the first shape
-        seam = EvaluatorSeam(args.gpus)
+        seam = EvaluatorSeam(args.gpus, ncu={"auto": None, "on": True, "off": False}[args.ncu])
     except (ConfigError, CampaignError) as e:
         return _err(str(e))
     cfg = CampaignConfig(run=args.run or Path(args.shapes).stem, shapes=shapes, acc=args.acc, mode=args.mode,
