@@ -12,14 +12,19 @@ from pathlib import Path
 
 import pytest
 
-# One build cache per test session, shared by the test modules (and the CLI subprocesses they start).
-if "CUDAL2_TEST_CACHE" not in os.environ:
-    os.environ["CUDAL2_TEST_CACHE"] = tempfile.mkdtemp(prefix="cudal2-test-cache-")
-os.environ["CUDAL2_CACHE"] = os.environ["CUDAL2_TEST_CACHE"]
+from evaluator import compile as C
+from evaluator import record as R
+from evaluator.screen import screen
 
-from evaluator import compile as C  # noqa: E402
-from evaluator import record as R  # noqa: E402
-from evaluator.screen import screen  # noqa: E402
+
+@pytest.fixture(autouse=True)
+def _session_build_cache(monkeypatch):
+    """One temporary build cache per test session, shared by these modules and the CLI processes they start; set
+    only while these tests run, so other tests keep their own CUDAL2_CACHE."""
+    if "CUDAL2_TEST_CACHE" not in os.environ:
+        os.environ["CUDAL2_TEST_CACHE"] = tempfile.mkdtemp(prefix="cudal2-test-cache-")
+    monkeypatch.setenv("CUDAL2_CACHE", os.environ["CUDAL2_TEST_CACHE"])
+
 
 KERNELS = Path(__file__).parent / "kernels"
 HOSTILE = KERNELS / "hostile"

@@ -12,12 +12,18 @@ from pathlib import Path
 
 import pytest
 
-if "CUDAL2_TEST_CACHE" not in os.environ:
-    os.environ["CUDAL2_TEST_CACHE"] = tempfile.mkdtemp(prefix="cudal2-test-cache-")
-os.environ["CUDAL2_CACHE"] = os.environ["CUDAL2_TEST_CACHE"]
+from agent.cli import main
+from evaluator.gpu import has_gpu
 
-from agent.cli import main  # noqa: E402
-from evaluator.gpu import has_gpu  # noqa: E402
+
+@pytest.fixture(autouse=True)
+def _session_build_cache(monkeypatch):
+    """One temporary build cache per test session, shared by these modules and the CLI processes they start; set
+    only while these tests run, so other tests keep their own CUDAL2_CACHE."""
+    if "CUDAL2_TEST_CACHE" not in os.environ:
+        os.environ["CUDAL2_TEST_CACHE"] = tempfile.mkdtemp(prefix="cudal2-test-cache-")
+    monkeypatch.setenv("CUDAL2_CACHE", os.environ["CUDAL2_TEST_CACHE"])
+
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "tests" / "kernels"
