@@ -184,7 +184,7 @@ _INCLUDE = re.compile(r"^[ \t]*#[ \t]*(include|include_next|import)\b[ \t]*(.*)$
 
 def _hgemm_reasons(nc: str, code: str) -> list[str]:
     """The contract symbol: an `extern "C" int hgemm(...)` definition with eight parameters."""
-    defs = []
+    defs, c_declared = [], False
     for m in re.finditer(r"\bhgemm\s*\(", code):
         depth, j = 1, m.end()
         while j < len(code) and depth:
@@ -193,14 +193,16 @@ def _hgemm_reasons(nc: str, code: str) -> list[str]:
         rest = code[j:j + 200].lstrip()
         if rest.startswith("{") or re.match(r"(?:noexcept|throw\s*\(\s*\))\s*\{", rest):
             defs.append((m.start(), code[m.end():j - 1]))
+        elif rest.startswith(";") and _extern_c_at(nc, code, m.start()):
+            c_declared = True  # a definition after an extern "C" declaration has C linkage too
     if not defs:
         return [f"no definition of the contract function: {contract.SIGNATURE}"]
     reasons = []
     for start, params in defs:
-        if not _extern_c_at(nc, code, start):
+        if not (c_declared or _extern_c_at(nc, code, start)):
             reasons.append('hgemm is defined without extern "C" linkage (the evaluator loads the unmangled symbol '
                            f"`{contract.SYMBOL}`): {contract.SIGNATURE}")
-        if not re.search(r"\bint\s*$", code[max(0, start - 40):start]):
+        if not re.search(r"\b(?:int|int32_t|std::int32_t)\s*$", code[max(0, start - 40):start]):
             reasons.append(f"hgemm must return int (0 = done, non-zero = shape not supported): {contract.SIGNATURE}")
         depth, commas = 0, 0
         for ch in params:

@@ -54,6 +54,9 @@ GOOD = {
         prelude='__device__ void signal(int* f) { atomicExch(f, 1); }\n'
                 '__device__ int kill_count(int x) { return x; }\n'
                 '__global__ void k(int* f) { if (!f) asm volatile("exit;"); if (*f < 0) asm("trap;"); signal(f); }'),
+    "extern C declaration, then the definition": (
+        HEAD + SIG + ";\n\nint hgemm(const half* A, const half* B, const half* Bc, half* C, int M, int N, int K, "
+               "cudaStream_t s) { return 0; }\n"),
     "digit separators and raw strings": with_body(
         '  const char* doc = R"x(cudaDeviceSynchronize(); "quoted" )x";\n  (void)doc;\n'
         "  int big = 1'000'000; char c = '\"'; (void)big; (void)c;"),
