@@ -290,6 +290,17 @@ def _run(cmd: list[str], cwd: Path, deadline: float) -> tuple[int | None, str]:
         return None, out or ""
 
 
+MAX_LOG_CHARS = 200_000
+
+
+def _clip(log: str) -> str:
+    """Template errors from CUTLASS can run to megabytes; keep the head (the first error) and the tail (the summary)."""
+    if len(log) <= MAX_LOG_CHARS:
+        return log
+    head, tail = log[: MAX_LOG_CHARS * 3 // 4], log[-MAX_LOG_CHARS // 4:]
+    return f"{head}\n[... {len(log) - len(head) - len(tail)} characters of the compile log left out ...]\n{tail}"
+
+
 def _key(source: str, arch: str, flags: list[str], link_flags: list[str], screen_source: bool) -> str:
     material = json.dumps({"recipe": _RECIPE, "source": source, "arch": arch, "flags": flags, "link": link_flags,
                            "nvcc": nvcc_version(), "cutlass": cutlass_version(), "screen": screen_source},
@@ -385,11 +396,12 @@ def compile_kernel(source: str, arch: str | None = None, *, extra_flags: Sequenc
         info.log = log
         info.seconds = time.monotonic() - started
         if rc is None:
-            info.log = (f"{TIMEOUT_PREFIX} nvcc did not finish within {timeout:g} s and was killed\n" + log)
+            info.log = _clip(f"{TIMEOUT_PREFIX} nvcc did not finish within {timeout:g} s and was killed\n" + log)
             shutil.rmtree(build_dir, ignore_errors=True)
             return info  # never cached: a timeout depends on the machine's load, not only on the source
         info.kernels = parse_ptxas(log)
         _summarise(info)
+        info.log = _clip(info.log)
         if rc != 0:
             if re.search(r"cannot open source file \"(cutlass|cute)/", log) and _cutlass_root() is None:
                 info.log += "\nhint: the CUTLASS/CuTe headers are missing: pip install --no-deps nvidia-cutlass\n"
