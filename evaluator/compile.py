@@ -26,7 +26,7 @@ from typing import Sequence
 from evaluator.record import COMPILE_ERROR, COMPILE_TIMEOUT, COMPILED, SCREEN_REJECTED, CompileInfo
 
 # Bump when the build recipe changes in a way the key would not see (e.g. the symbol screen's rules).
-_RECIPE = "3"
+_RECIPE = "4"
 
 # The paper's flags, less --use_fast_math: fast math flushes fp32 denormals and swaps in approximate division,
 # sqrt and exp, so a candidate's numbers would differ from the fp32 reference (and from cuBLAS, which is not built
@@ -338,8 +338,9 @@ def _store(root: Path, entry: Path, build_dir: Path, info: CompileInfo) -> Compi
     d["so_path"] = None
     d["cached"] = False
     (build_dir / "info.json").write_text(json.dumps(d, indent=1))
-    for leftover in ("kernel.o",):
-        (build_dir / leftover).unlink(missing_ok=True)
+    (build_dir / "kernel.o").unlink(missing_ok=True)
+    if not info.ok:
+        (build_dir / "kernel.so").unlink(missing_ok=True)
     entry.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.rename(build_dir, entry)
@@ -389,11 +390,15 @@ def compile_kernel(source: str, arch: str | None = None, *, extra_flags: Sequenc
         cmd_c = [nvcc, "-c", "-Xcompiler", "-fPIC", *flags, *includes, "kernel.cu", "-o", "kernel.o"]
         rc, out = _run(cmd_c, build_dir, deadline)
         log = "$ " + " ".join(cmd_c) + "\n" + out
-        if rc == 0:
+        refusal: list[str] = []
+        if rc == 0 and screen_source:
+            from evaluator.screen import screen_symbols  # noqa: PLC0415
+
+            refusal = screen_symbols(build_dir / "kernel.o")
+        if rc == 0 and not refusal:
             cmd_l = [nvcc, "-shared", *gencode_flags(arch), "kernel.o", *link, "-o", "kernel.so"]
             rc, out = _run(cmd_l, build_dir, deadline)
             log += "$ " + " ".join(cmd_l) + "\n" + out
-        info.log = log
         info.seconds = time.monotonic() - started
         if rc is None:
             info.log = _clip(f"{TIMEOUT_PREFIX} nvcc did not finish within {timeout:g} s and was killed\n" + log)
@@ -401,19 +406,15 @@ def compile_kernel(source: str, arch: str | None = None, *, extra_flags: Sequenc
             return info  # never cached: a timeout depends on the machine's load, not only on the source
         info.kernels = parse_ptxas(log)
         _summarise(info)
-        info.log = _clip(info.log)
+        if refusal:
+            # As deterministic as a compile error, and as expensive to find again: cached the same way.
+            info.log = _clip(SCREEN_PREFIX + " " + "\n".join(refusal) + "\n" + log)
+            return _store(root, entry, build_dir, info)
+        info.log = _clip(log)
         if rc != 0:
             if re.search(r"cannot open source file \"(cutlass|cute)/", log) and _cutlass_root() is None:
                 info.log += "\nhint: the CUTLASS/CuTe headers are missing: pip install --no-deps nvidia-cutlass\n"
             return _store(root, entry, build_dir, info)  # compile errors are deterministic: cache them too
-        if screen_source:
-            from evaluator.screen import screen_symbols  # noqa: PLC0415
-
-            reasons = screen_symbols(build_dir / "kernel.o")
-            if reasons:
-                info.log = SCREEN_PREFIX + " " + "\n".join(reasons) + "\n" + log
-                shutil.rmtree(build_dir, ignore_errors=True)
-                return info
         info.ok = True
         return _store(root, entry, build_dir, info)
     except BaseException:

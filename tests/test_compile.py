@@ -185,6 +185,8 @@ def test_hostile_kernels_compile_unless_screened():
         want = R.SCREEN_REJECTED if expected[name]["status"] == R.SCREEN_REJECTED else R.COMPILED
         assert status == want, f"{name}: {status}: {reason}\n{info.log[-2000:]}"
     assert "cudaStreamCreateWithFlags" in infos["macro_stream.cu"].log
+    again = C.compile_kernel(to_build["macro_stream.cu"], "sm_90a")  # the symbol-screen refusal is cached
+    assert again.cached and C.compile_status(again)[0] == R.SCREEN_REJECTED and again.so_path is None
 
 
 def test_resolve_arch_and_gencode():
