@@ -146,7 +146,11 @@ class BuiltinPolicy:
                 continue
             pool = self._pool(fam, shape, acc, arch, obs, seeds, rng)
             ranked = self._rank(fam, pool, shape, arch, obs, fails, seen)
-            chosen.extend(self._select(fam, ranked, slots[fam], seen))
+            if not obs[fam]:
+                # an unmeasured family starts with its priors (up to half its slots), model-ranked among themselves
+                reserved = [r for r in ranked if r[3].startswith("prior")][: max(1, slots[fam] // 2)]
+                ranked = reserved + [r for r in ranked if r not in reserved]
+            chosen.extend(self._select(fam, ranked, slots[fam], seen, exploit=bool(obs[fam])))
         # a family may have run out of unseen configs: fill from the others, best predicted first
         if len(chosen) < n:
             extra = []
@@ -246,12 +250,14 @@ class BuiltinPolicy:
             t = costmodel.estimate_us(fam, p, shape, arch)
             dists = sorted(((_knob_distance(dom, p, q), r) for q, r in resid), key=lambda x: x[0])[:KNN]
             if dists:
-                w = [1.0 / (d + 0.05) for d, _ in dists]
-                corr = sum(wi * r for wi, (_, r) in zip(w, dists)) / sum(w)
-                explore = 0.15 * min(1.0, dists[0][0] * 4)
+                # local correction: neighbours one or two knobs away dominate; far ones fade into the family mean
+                fam_mean = sum(r for _, r in resid) / len(resid)
+                w = [math.exp(-d / 0.1) for d, _ in dists]
+                corr = (sum(wi * r for wi, (_, r) in zip(w, dists)) + 0.05 * fam_mean) / (sum(w) + 0.05)
+                explore = 0.08 * min(1.0, dists[0][0] * 4)
             else:
                 corr = base if base is not None else math.log(self._baseline_guess_us(shape))
-                explore = 0.15
+                explore = 0.08
             penalty = 0.0
             for q in fails[fam]:
                 if _knob_distance(dom, p, q) < 0.12:
@@ -269,8 +275,16 @@ class BuiltinPolicy:
         speedups."""
         return 10.0 + 2.0 * shape[0] * shape[1] * shape[2] / (0.75 * costmodel.WGMMA_PEAK) * 1e6
 
-    def _select(self, fam, ranked, k, seen) -> list[Candidate]:
+    def _select(self, fam, ranked, k, seen, exploit: bool = False) -> list[Candidate]:
         out, per_tile = [], {}
+        if exploit:
+            # elitism: most of a measured family's slots go to mutations of its best configs and to seeds
+            local = [r for r in ranked if r[3].startswith(("mutation", "seed"))]
+            out = self._select(fam, local, max(1, math.ceil(0.6 * k)), seen)
+            per_tile = {}
+            for c in out:
+                t = tuple(c.params.get(x) for x in ("bm", "bn", "tile_m", "tile_n", "schedule", "swap_ab"))
+                per_tile[t] = per_tile.get(t, 0) + 1
         for score, _, p, why in ranked:
             if len(out) >= k:
                 break

@@ -98,10 +98,14 @@ def hopper_prior(shape: tuple[int, int, int], acc: str) -> dict[str, Any]:
         tm, tn, sched = 128, 128, "cooperative"
     else:
         tm, tn, sched = 64, 128, "pingpong"
+    if pn <= 64 and sched == "cooperative":
+        tm, tn = 128, 64  # a skinny output: do not pad N to 128/256
+    elif pn <= 128 and sched == "cooperative":
+        tm, tn = 128, 128
     big = flop(shape) >= LARGE_FLOP
     return {"tile_m": tm, "tile_n": tn, "tile_k": 64, "cluster_m": 2 if big else 1, "cluster_n": 1,
             "schedule": sched, "scheduler": "persistent" if big or sched == "pingpong" else "streamk", "splits": 1,
-            "raster": "along_n" if big else "heuristic", "swizzle": 4 if big else 1, "stages": 0,
+            "raster": "heuristic", "swizzle": 1, "stages": 0,
             "b_operand": "col", "swap_ab": swap, "acc": acc}
 
 
@@ -125,13 +129,26 @@ def small_priors(shape: tuple[int, int, int]) -> list[dict[str, Any]]:
 
 def hopper_priors(shape: tuple[int, int, int], acc: str) -> list[dict[str, Any]]:
     """The prior plus its raster/cluster/B-layout variants that were within 3% of cuBLAS on large shapes."""
+    m, n, k = shape
     base = hopper_prior(shape, acc)
     out = [base]
     if base["schedule"] == "cooperative":
         out.append(dict(base, raster="along_n", swizzle=4, scheduler="persistent", splits=1))
-        out.append(dict(base, b_operand="row"))
         if base["tile_m"] == 128 and base["tile_n"] == 256:
             out.append(dict(base, tile_m=256, tile_n=128))
+        out.append(dict(base, b_operand="row"))
+    # Too few output tiles to fill the machine and a long K: split K across CTAs (stream-K's split-K mode,
+    # deterministic fixup). For skinny M, swap A/B so that the long N side is wgmma's M.
+    for swap, tm, tn in ((base["swap_ab"], 128, 128), (m <= 128 <= n, 128, 64)):
+        pm, pn = (n, m) if swap else (m, n)
+        tiles = ceil_div(pm, tm) * ceil_div(pn, tn)
+        kt = ceil_div(k, 64)
+        if tiles >= 66 or kt < 16:
+            continue
+        splits = max((s for s in (2, 3, 4, 8) if tiles * s <= 200 and kt // s >= 8), default=1)
+        if splits > 1:
+            out.append(dict(base, tile_m=tm, tile_n=tn, schedule="cooperative", scheduler="streamk", splits=splits,
+                            swap_ab=swap, cluster_m=1, cluster_n=1, raster="heuristic", swizzle=1))
     return out
 
 

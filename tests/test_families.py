@@ -1,0 +1,113 @@
+"""Kernel families: validated spaces, feasibility refused before nvcc, and real nvcc builds of a sample."""
+from __future__ import annotations
+
+import random
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from agent import families
+from agent.families import ampere_cute, candidate_name, canonical, hopper_wgmma, small
+
+SHAPES = [(64, 64, 256), (64, 8192, 4096), (1024, 12288, 256), (8192, 4096, 16384)]
+
+SMALL_OK = {"bm": 16, "bn": 32, "bk": 64, "wm": 1, "wn": 2, "stages": 4, "split_k": 4}
+AMPERE_OK = {"bm": 160, "bn": 128, "bk": 64, "wm": 2, "wn": 4, "stages": 4, "prefetch": 3, "sw_b": 3, "sw_m": 3,
+             "sw_s": 3, "block_swizzle": 8, "reg_pipeline": True, "epilogue": "smem", "split_k": 2, "acc": "fp32"}
+HOPPER_OK = {"tile_m": 128, "tile_n": 256, "tile_k": 64, "cluster_m": 2, "cluster_n": 1, "schedule": "cooperative",
+             "scheduler": "persistent", "splits": 1, "raster": "along_n", "swizzle": 4, "stages": 0,
+             "b_operand": "col", "swap_ab": False, "acc": "fp32"}
+
+
+def test_spaces_are_feasible_and_render():
+    rng = random.Random(0)
+    for shape in SHAPES:
+        for name, mod in families.families().items():
+            space = mod.space(shape, "fp32", "sm_90a")
+            if name == "small" and shape[0] * shape[1] * shape[2] > 2 ** 34:
+                assert all(mod.feasible(p, shape, "sm_90a")[0] for p in space[:50])
+            assert space, f"{name} has no config for {shape}"
+            keys = {canonical(p) for p in space}
+            assert len(keys) == len(space), f"{name} space has duplicates"
+            for p in rng.sample(space, min(3, len(space))):
+                ok, why = mod.feasible(p, shape, "sm_90a")
+                assert ok, why
+                src = mod.render(p)
+                assert 'extern "C" int hgemm(const half* A, const half* B, const half* B_col_major, half* C' in src
+                assert canonical(p) in src  # the params travel with the source
+                assert candidate_name(name, p) == candidate_name(name, dict(reversed(list(p.items()))))
+
+
+def test_hopper_family_is_sm90a_only_and_others_run_on_sm80():
+    assert hopper_wgmma.space((4096, 4096, 4096), "fp32", "sm_80") == []
+    ok, why = hopper_wgmma.feasible(HOPPER_OK, (4096, 4096, 4096), "sm_80")
+    assert not ok and "sm_90a" in why
+    assert small.space((64, 64, 256), "fp32", "sm_80")
+    assert ampere_cute.space((4096, 4096, 4096), "fp32", "sm_80")
+
+
+@pytest.mark.parametrize("family,base,change,reason", [
+    ("small", SMALL_OK, {"bm": 128, "bn": 256, "bk": 128, "stages": 6, "wm": 2, "wn": 4}, "shared memory"),
+    ("small", SMALL_OK, {"bm": 16, "wm": 2}, "multiple of 16"),
+    ("small", SMALL_OK, {"split_k": 16}, "split_k"),
+    ("ampere_cute", AMPERE_OK, {"stages": 8, "bm": 256, "bn": 128, "wm": 2, "wn": 4, "prefetch": 7}, "shared memory"),
+    ("ampere_cute", AMPERE_OK, {"prefetch": 4}, "prefetch distance"),
+    ("ampere_cute", AMPERE_OK, {"bk": 32, "sw_b": 3, "bm": 128}, "swizzle"),
+    ("ampere_cute", AMPERE_OK, {"bm": 256, "bn": 256, "wm": 2, "wn": 2}, "accumulator registers"),
+    ("hopper_wgmma", HOPPER_OK, {"schedule": "pingpong", "tile_m": 256, "tile_n": 128}, "ping-pong"),
+    ("hopper_wgmma", HOPPER_OK, {"scheduler": "streamk", "schedule": "pingpong", "tile_m": 64}, "stream-K"),
+    ("hopper_wgmma", HOPPER_OK, {"tile_m": 256, "tile_n": 256}, "accumulator registers"),
+    ("hopper_wgmma", HOPPER_OK, {"tile_k": 128, "stages": 5}, "shared memory"),
+    ("hopper_wgmma", HOPPER_OK, {"splits": 4}, "stream-K"),
+])
+def test_infeasible_configs_are_refused_before_any_compile(family, base, change, reason):
+    p = dict(base)
+    p.update(change)
+    mod = families.get(family)
+    ok, why = mod.feasible(p, (8192, 4096, 64 if "split_k" in change else 16384), "sm_90a")
+    assert not ok and reason in why, why
+    # refused at render time: there is no source to hand to nvcc
+    with pytest.raises(ValueError, match="refused"):
+        families.render(family, p, (8192, 4096, 64 if "split_k" in change else 16384), "sm_90a")
+
+
+def test_shape_constraints():
+    assert not small.feasible(SMALL_OK, (64, 63, 256), "sm_90a")[0]  # N not a multiple of 8
+    assert not ampere_cute.feasible(AMPERE_OK, (4096, 4096, 4104), "sm_90a")[0]  # K % bk
+    assert not ampere_cute.feasible(AMPERE_OK, (100, 4096, 4096), "sm_90a")[0]  # M < BM: no shifted tile
+    assert ampere_cute.feasible(dict(AMPERE_OK, split_k=1), (8192, 4096, 4096), "sm_90a")[0]  # 160 ∤ 8192: fine
+    assert "workspace" in ampere_cute.feasible(AMPERE_OK, (8192, 4096, 4096), "sm_90a")[1]
+    assert not ampere_cute.feasible(dict(AMPERE_OK, bm=128, bn=128, wm=2, wn=2, stages=6, prefetch=5),
+                                    (4096, 4096, 4096), "sm_86")[0]  # 99 KB of shared memory there
+
+
+def test_bad_params_are_rejected_with_a_reason():
+    with pytest.raises(ValueError, match="unknown parameter"):
+        small.render(dict(SMALL_OK, colour="red"))
+    with pytest.raises(ValueError, match="missing parameter"):
+        hopper_wgmma.render({k: v for k, v in HOPPER_OK.items() if k != "raster"})
+    with pytest.raises(ValueError, match="outside"):
+        ampere_cute.render(dict(AMPERE_OK, stages=11))
+    with pytest.raises(ValueError, match="unknown kernel family"):
+        families.get("volta_wmma")
+
+
+@pytest.mark.slow
+def test_sample_of_each_family_compiles_with_nvcc():
+    """Real nvcc builds through the evaluator's compile cache: small and ampere_cute for sm_90a and sm_80,
+    hopper_wgmma for sm_90a. CUTLASS builds take 1-3 minutes each on 2 cores; the cache makes reruns instant."""
+    compile_mod = pytest.importorskip("evaluator.compile")
+    jobs = [
+        (hopper_wgmma.render(HOPPER_OK), "sm_90a"),
+        (ampere_cute.render(AMPERE_OK), "sm_90a"),
+        (ampere_cute.render(dict(AMPERE_OK, bm=64, bn=64, bk=32, sw_b=2, wm=2, wn=2, split_k=1, acc="fp16",
+                                 epilogue="direct", reg_pipeline=False, block_swizzle=1)), "sm_80"),
+        (small.render(SMALL_OK), "sm_90a"),
+        (small.render(dict(SMALL_OK, split_k=1, bm=32, wm=2)), "sm_80"),
+    ]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        infos = list(pool.map(lambda j: compile_mod.compile_kernel(j[0], j[1], timeout=900), jobs))
+    for (src, arch), info in zip(jobs, infos):
+        assert info.ok, f"{arch}: {info.log[-3000:]}"
+        assert info.so_path
+        assert info.spill_stores == 0, f"{arch}: spills in {src[:200]}"

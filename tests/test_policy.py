@@ -1,0 +1,121 @@
+"""The built-in policy: deterministic per seed, never repeats a config, uses history and seeds, refuses bad input."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from agent.families import canonical, get
+from agent.policy import BuiltinPolicy, Candidate
+from agent.policy import costmodel, priors
+
+
+def _record(c: Candidate, shape, status="ok", speedup=None) -> dict:
+    """A history item in the loop's format; the speedup is the cost model's relative to a cuBLAS-like time
+    (deterministic, shape-dependent), standing in for a measurement."""
+    if speedup is None and status == "ok":
+        speedup = BuiltinPolicy._baseline_guess_us(shape) / costmodel.estimate_us(c.family, c.params, shape)
+    return {"family": c.family, "params": c.params, "status": status, "speedup": speedup, "resources": {},
+            "ncu": None, "bottleneck": None}
+
+
+def _rounds(seed, shape, rounds=3, n=6):
+    pol = BuiltinPolicy(seed)
+    history, names = [], []
+    for r in range(rounds):
+        batch = pol.propose(shape, "fp32", "sm_90a", history, n=n)
+        names.append([c.name for c in batch])
+        for i, c in enumerate(batch):
+            history.append(_record(c, shape, status="compile_error" if i == 0 and r == 0 else "ok"))
+    return names, history
+
+
+def test_deterministic_for_a_seed():
+    shape = (128, 2048, 4096)
+    a, _ = _rounds(7, shape)
+    b, _ = _rounds(7, shape)
+    assert a == b
+    c, _ = _rounds(8, shape)
+    assert len(c) == 3 and all(len(x) == 6 for x in c)
+
+
+def test_never_proposes_a_config_twice():
+    shape = (1024, 12288, 256)
+    names, history = _rounds(0, shape, rounds=4)
+    keys = [(h["family"], canonical(h["params"])) for h in history]
+    assert len(keys) == len(set(keys)) == 24
+    # a fresh policy handed that history proposes none of it either
+    again = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", history, n=8)
+    assert len(again) == 8
+    assert not {(c.family, canonical(c.params)) for c in again} & set(keys)
+
+
+def test_candidates_are_complete_and_feasible():
+    shape = (64, 64, 256)
+    batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], n=8)
+    assert len(batch) == 8
+    for c in batch:
+        ok, why = get(c.family).feasible(c.params, shape, "sm_90a")
+        assert ok, why
+        assert c.source == get(c.family).render(c.params)
+        assert c.rationale and c.name.startswith(("sm_", "ac_", "hw_"))
+    # launch-bound shape: the one-launch family leads, and the paper's prior is in the first batch
+    assert sum(c.family == "small" for c in batch) >= 4
+    assert any(c.rationale.startswith("prior") for c in batch)
+
+
+def test_family_choice_follows_problem_size():
+    small_batch = BuiltinPolicy(0).propose((64, 128, 128), "fp32", "sm_90a", [], n=8)
+    large_batch = BuiltinPolicy(0).propose((8192, 4096, 16384), "fp32", "sm_90a", [], n=8)
+    assert not any(c.family == "hopper_wgmma" for c in small_batch)
+    assert sum(c.family == "hopper_wgmma" for c in large_batch) >= 5
+    ampere_only = BuiltinPolicy(0).propose((8192, 4096, 16384), "fp32", "sm_80", [], n=4)
+    assert {c.family for c in ampere_only} == {"ampere_cute"}
+
+
+def test_history_steers_the_search_to_the_best_config():
+    shape = (4096, 1024, 12288)
+    pol = BuiltinPolicy(0)
+    first = pol.propose(shape, "fp32", "sm_90a", [], n=6)
+    best = first[-1]
+    history = [_record(c, shape, speedup=(1.3 if c is best else 0.6)) for c in first]
+    nxt = pol.propose(shape, "fp32", "sm_90a", history, n=6)
+    mutated = [c for c in nxt if c.family == best.family and "mutation of measured 1.300x" in c.rationale]
+    assert mutated, [c.rationale for c in nxt]
+    # one-knob neighbours of the best are close to it
+    assert all(sum(best.params[k] != c.params[k] for k in best.params) <= 3 for c in mutated)
+
+
+def test_seeds_from_neighbouring_shapes_are_used():
+    seed_params = dict(priors.hopper_prior((8192, 4096, 8192), "fp32"), raster="along_m", swizzle=8)
+    seeds = [{"family": "hopper_wgmma", "params": seed_params, "speedup": 1.2, "shape": (8192, 4096, 8192)}]
+    batch = BuiltinPolicy(0).propose((8192, 4096, 16384), "fp32", "sm_90a", [], n=8, seeds=seeds)
+    assert any(c.rationale.startswith("seed from neighbouring shape") for c in batch)
+
+
+def test_fp16_accumulation_reaches_the_families():
+    batch = BuiltinPolicy(0).propose((4096, 4096, 4096), "fp16", "sm_90a", [], n=6)
+    assert all(c.params.get("acc", "fp16") == "fp16" for c in batch)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(shape=(64, 64)), "three integers"),
+    (dict(shape=(64, -1, 64)), "positive"),
+    (dict(acc="bf16"), "acc"),
+    (dict(arch="sm_70x"), "arch"),
+])
+def test_bad_input_is_refused(kw, match):
+    args = dict(shape=(64, 64, 64), acc="fp32", arch="sm_90a")
+    args.update(kw)
+    with pytest.raises(ValueError, match=match):
+        BuiltinPolicy(0).propose(args["shape"], args["acc"], args["arch"], [], n=4)
+
+
+def test_priors_follow_the_paper():
+    # BM grows with M, BN with N, stages with K, block swizzle stride with size
+    a = priors.ampere_prior((256, 256, 512), "fp32")
+    b = priors.ampere_prior((8192, 8192, 8192), "fp32")
+    assert b["bm"] > a["bm"] and b["bn"] >= a["bn"] and b["stages"] > a["stages"]
+    assert priors.block_swizzle_stride((64, 64, 64)) == 1
+    assert priors.block_swizzle_stride((8192, 8192, 8192)) > priors.block_swizzle_stride((1024, 1024, 1024)) > 1
+    assert math.isclose(sum(priors.family_shares((64, 64, 64), "sm_90a").values()), 1.0)
