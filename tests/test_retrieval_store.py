@@ -172,3 +172,15 @@ def test_cli_build_with_extra_dir(tmp_path):
     out = subprocess.run([sys.executable, "-m", "agent.cli", "corpus", "build", "--cutlass", str(tmp_path),
                           "--store", str(path)], capture_output=True, text=True, env=ENV, timeout=120, cwd=REPO)
     assert out.returncode == 2 and "not a CUTLASS checkout" in out.stderr
+
+
+def test_store_of_another_corpus_version_asks_for_a_rebuild(tmp_path):
+    import chromadb
+
+    from agent.retrieval.embedding import MiniLMEmbeddingFunction
+    path = tmp_path / "old"
+    chromadb.PersistentClient(str(path)).get_or_create_collection("cudal2_corpus_v0",
+                                                                   embedding_function=MiniLMEmbeddingFunction())
+    with pytest.raises(StoreError, match=r"no collection cudal2_corpus_v\d+ \(found: cudal2_corpus_v0\).*"
+                                         r"`cudal2 corpus build --store "):
+        Retriever(path)

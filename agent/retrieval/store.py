@@ -22,7 +22,7 @@ from .embedding import MiniLMEmbeddingFunction
 CORPUS_VERSION = 1
 COLLECTION = f"cudal2_corpus_v{CORPUS_VERSION}"
 ENV_STORE = "CUDAL2_RETRIEVAL_STORE"
-REBUILD_HINT = "build it with `cudal2 corpus build`"
+REBUILD_HINT = "build it with `cudal2 corpus build{flag}`"
 # Code chunks embed a digest (path, symbol, comment, signature; see chunking._code_embed_text) cut at 96 tokens:
 # that keeps the full header build within minutes on 2 cores. Notes and extra text use the model's 256.
 TOKENS = {"header": 96, "extra": 256, "note": 256}
@@ -145,9 +145,9 @@ def _looks_like_store(path: Path) -> bool:
 def open_collection(store: str | os.PathLike | None = None):
     """The current corpus collection of an existing store; StoreError with a rebuild hint otherwise."""
     path = resolve_store_path(store)
-    flag = f" --store {path}" if store or os.environ.get(ENV_STORE) else ""
+    flag = f" --store {path}" if store else ""  # $CUDAL2_RETRIEVAL_STORE is seen by the build as well
     if not path.exists() or not _looks_like_store(path):
-        raise StoreError(f"no retrieval store at {path}; {REBUILD_HINT}{flag}")
+        raise StoreError(f"no retrieval store at {path}; {REBUILD_HINT.format(flag=flag)}")
     try:
         client = _client(path)
         names = [c if isinstance(c, str) else c.name for c in client.list_collections()]
@@ -157,7 +157,7 @@ def open_collection(store: str | os.PathLike | None = None):
     if COLLECTION not in names:
         found = ", ".join(names) or "none"
         raise StoreError(f"the retrieval store at {path} has no collection {COLLECTION} (found: {found}); "
-                         f"{REBUILD_HINT}{flag}")
+                         f"{REBUILD_HINT.format(flag=flag)}")
     try:
         col = client.get_collection(COLLECTION, embedding_function=MiniLMEmbeddingFunction())
         col.count()
