@@ -111,3 +111,24 @@ def test_sample_of_each_family_compiles_with_nvcc():
         assert info.ok, f"{arch}: {info.log[-3000:]}"
         assert info.so_path
         assert info.spill_stores == 0, f"{arch}: spills in {src[:200]}"
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("family,params,shape", [
+    ("small", SMALL_OK, (64, 512, 2048)),
+    ("small", dict(SMALL_OK, split_k=1), (512, 64, 64)),
+    ("ampere_cute", AMPERE_OK, (1000, 1000, 1024)),  # shifted edge tiles and split-K
+    ("ampere_cute", dict(AMPERE_OK, bm=64, bn=64, wm=2, wn=2, split_k=1, epilogue="direct"), (512, 512, 64)),
+    ("hopper_wgmma", HOPPER_OK, (4096, 1024, 12288)),
+    ("hopper_wgmma", dict(HOPPER_OK, scheduler="streamk", splits=4, tile_n=128, cluster_m=1, raster="heuristic",
+                          swizzle=1, swap_ab=True, b_operand="row"), (64, 2048, 4096)),
+])
+def test_sample_passes_the_evaluators_checks_on_gpu(family, params, shape):
+    """Every correctness check of the evaluator (exact {0,1} draws, deviation bound, accumulator honesty, guard
+    bands, determinism, ...) at fp32 accumulation."""
+    from evaluator.api import evaluate
+
+    src = families.render(family, params, shape, "sm_90a")
+    res = evaluate(src, shape, acc="fp32", mode="offline", profile="quick")
+    assert res.status == "ok", f"{res.status}: {res.reason}"

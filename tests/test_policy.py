@@ -119,3 +119,22 @@ def test_priors_follow_the_paper():
     assert priors.block_swizzle_stride((64, 64, 64)) == 1
     assert priors.block_swizzle_stride((8192, 8192, 8192)) > priors.block_swizzle_stride((1024, 1024, 1024)) > 1
     assert math.isclose(sum(priors.family_shares((64, 64, 64), "sm_90a").values()), 1.0)
+
+
+def test_proposals_written_to_a_folder_compile(tmp_path):
+    """What `cudal2 propose` writes: contract sources + an index; the `small` ones are built for real here (the
+    CUTLASS ones are covered by test_families' compile sample)."""
+    import json
+
+    from agent.policy import propose_to_dir
+    from evaluator.api import compile_only
+
+    paths = propose_to_dir((64, 64, 256), tmp_path, n=6, seed=3)
+    index = json.loads((tmp_path / "candidates.json").read_text())
+    assert [c["file"] for c in index["candidates"]] == [p.name for p in paths]
+    assert index["shape"] == [64, 64, 256]
+    small_files = [tmp_path / c["file"] for c in index["candidates"] if c["family"] == "small"][:2]
+    assert small_files
+    for f in small_files:
+        res = compile_only(f.read_text(), (64, 64, 256), arch="sm_90a")
+        assert res.status == "compiled", res.reason
