@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# On a lent GPU machine (no network): install the carried wheels (.whl/, see docs/evaluator.md), run every GPU test,
+# then the README's main job (the quickstart campaign) and its report. Logs go to $OUT (or ./device-out).
+set -uo pipefail
+OUT=${OUT:-device-out}; mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  || exit 1
+export PYTHONPATH=/tmp/site:$PWD CUDAL2_CACHE=${CUDAL2_CACHE:-/tmp/cl2cache} PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
+timeout "${TEST_TIMEOUT:-420}" python3 -m pytest -q -m gpu tests -p no:cacheprovider ${PYTEST_ARGS:-} \
+  --junitxml="$OUT/junit.xml" 2>&1 | tee "$OUT/pytest.txt" | tail -25
+if [ -n "${QUICKSTART:-1}" ]; then
+  timeout "${CAMPAIGN_TIMEOUT:-300}" python3 -m agent.cli campaign --shapes examples/shapes_small.txt --model builtin \
+    --budget "${BUDGET:-4}" --run quickstart --runs-dir /tmp/runs --no-global 2>&1 | tail -15 | tee "$OUT/campaign.txt"
+  python3 -m agent.cli report quickstart --runs-dir /tmp/runs -o "$OUT/report.html" 2>&1 | tail -3
+fi
