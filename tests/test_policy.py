@@ -138,3 +138,12 @@ def test_proposals_written_to_a_folder_compile(tmp_path):
     for f in small_files:
         res = compile_only(f.read_text(), (64, 64, 256), arch="sm_90a")
         assert res.status == "compiled", res.reason
+
+
+def test_foreign_history_records_are_tolerated():
+    shape = (512, 512, 64)
+    history = [{"family": "small", "params": {"bm": 16}, "status": "ok", "speedup": 2.0},  # an older schema
+               {"family": None, "params": None, "status": "incorrect", "speedup": None},  # an LLM-written kernel
+               {"family": "ampere_cute", "params": {}, "status": "compile_error", "speedup": None}]
+    batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", history, n=4)
+    assert len(batch) == 4

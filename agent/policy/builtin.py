@@ -133,6 +133,10 @@ class BuiltinPolicy:
         obs: dict[str, list[tuple[dict, float]]] = {f: [] for f in FAMILY_NAMES}
         fails: dict[str, list[dict]] = {f: [] for f in FAMILY_NAMES}
         for h in history:
+            try:  # records from other schema versions still count as seen, but teach nothing
+                get(h["family"]).validate(h["params"])
+            except ValueError:
+                continue
             s = h.get("speedup")
             if h.get("status") == "ok" and s is not None and s > 0:
                 obs[h["family"]].append((h["params"], math.log(float(s))))
@@ -155,7 +159,7 @@ class BuiltinPolicy:
         if len(chosen) < n:
             extra = []
             for fam in FAMILY_NAMES:
-                if get(fam).space is None:
+                if priors.family_shares(shape, arch).get(fam, 0) <= 0:
                     continue
                 pool = self._pool(fam, shape, acc, arch, obs, seeds, rng, wide=True)
                 extra.extend(self._rank(fam, pool, shape, arch, obs, fails, seen))
