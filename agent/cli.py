@@ -5,30 +5,41 @@ import argparse
 import importlib
 import sys
 
-# (module, function that adds its subcommands). Modules are imported only when the CLI starts, so a broken
-# optional part (say retrieval without chromadb) costs its own subcommands, not the whole tool.
-_COMMAND_MODULES = [
-    "evaluator.cli",  # eval, baselines
-    "evaluator.profile_cli",  # profile
-    "agent.propose_cli",  # propose
-    "agent.retrieval.cli",  # corpus build|query|stats
-    "agent.campaign_cli",  # campaign, archive, inspect, report
-]
+# Module -> the subcommands it adds. A part whose third-party dependency is missing (say retrieval without
+# chromadb on a bare GPU machine) loses only its own subcommands, which then say what to install.
+_COMMAND_MODULES = {
+    "evaluator.cli": ["eval", "baselines"],
+    "evaluator.profile_cli": ["profile"],
+    "agent.propose_cli": ["propose"],
+    "agent.retrieval.cli": ["corpus"],
+    "agent.campaign_cli": ["campaign", "archive", "inspect", "report"],
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cudal2", description="Find HGEMM kernels faster than cuBLAS/cuBLASLt.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in _COMMAND_MODULES:
+    for name, commands in _COMMAND_MODULES.items():
         try:
             mod = importlib.import_module(name)
         except ModuleNotFoundError as e:
-            if e.name and (e.name == name or name.startswith(e.name + ".")):
-                continue  # that part is not built yet
-            raise
+            if not e.name or e.name.split(".")[0] in ("agent", "evaluator"):
+                raise  # our own code is broken: say so loudly
+            for cmd in commands:
+                p = sub.add_parser(cmd, help=f"(unavailable: needs the '{e.name}' package)")
+                p.set_defaults(func=_missing(cmd, e.name))
+            continue
         mod.add_subcommands(sub)
     return parser
+
+
+def _missing(cmd: str, package: str):
+    def run(args) -> int:
+        print(f"cudal2 {cmd} needs the Python package '{package}', which is not installed here: "
+              f"bash scripts/setup.sh (or pip install -e .) installs it", file=sys.stderr)
+        return 2
+    return run
 
 
 def main(argv: list[str] | None = None) -> int:

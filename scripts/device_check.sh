@@ -7,7 +7,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   || exit 1
 export PYTHONPATH=/tmp/site:$PWD CUDAL2_CACHE=${CUDAL2_CACHE:-/tmp/cl2cache} PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
-timeout "${TEST_TIMEOUT:-420}" python3 -m pytest -q -m gpu tests -p no:cacheprovider ${PYTEST_ARGS:-} \
+timeout "${TEST_TIMEOUT:-420}" python3 -m pytest -q -m gpu ${TESTS:-tests} -p no:cacheprovider \
   --junitxml="$OUT/junit.xml" 2>&1 | tee "$OUT/pytest.txt" | tail -25
 if [ -n "${QUICKSTART:-1}" ]; then
   timeout "${CAMPAIGN_TIMEOUT:-300}" python3 -m agent.cli campaign --shapes examples/shapes_small.txt --model builtin \
