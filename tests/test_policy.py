@@ -147,3 +147,21 @@ def test_foreign_history_records_are_tolerated():
                {"family": "ampere_cute", "params": {}, "status": "compile_error", "speedup": None}]
     batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", history, n=4)
     assert len(batch) == 4
+
+
+def test_bottleneck_and_spills_shape_the_next_batch():
+    """A launch-bound parent favours dropping split-K; spills push the search away from that tile."""
+    from agent.policy.builtin import _bottleneck_bias
+
+    parent = {"bm": 16, "bn": 32, "bk": 64, "wm": 1, "wn": 2, "stages": 4, "split_k": 4}
+    child = dict(parent, split_k=2)
+    assert _bottleneck_bias("small", parent, child, "launch-bound", (64, 128, 1024)) > 0
+    assert _bottleneck_bias("small", parent, dict(parent, split_k=8), "launch-bound", (64, 128, 1024)) == 0
+    assert _bottleneck_bias("small", parent, dict(parent, bm=32, wm=2), "memory-bound", (64, 128, 1024)) > 0
+
+    shape = (64, 128, 1024)
+    pol = BuiltinPolicy(0)
+    first = pol.propose(shape, "fp32", "sm_90a", [], n=6)
+    history = [dict(_record(c, shape, speedup=1.1), bottleneck={"label": "launch-bound"}) for c in first]
+    nxt = pol.propose(shape, "fp32", "sm_90a", history, n=6)
+    assert any("(parent launch-bound)" in c.rationale for c in nxt)

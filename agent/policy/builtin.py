@@ -86,6 +86,49 @@ def _mutations(dom: dict[str, tuple], p: dict[str, Any], rng: random.Random, fix
     return out
 
 
+def _label_of(h: dict[str, Any]) -> str | None:
+    """The bottleneck label of a history item: `bottleneck` as a string or {"label": ...}, else the ncu record's."""
+    b = h.get("bottleneck")
+    if b is None and isinstance(h.get("ncu"), dict):
+        b = h["ncu"].get("bottleneck")
+    if isinstance(b, dict):
+        b = b.get("label")
+    return b if isinstance(b, str) and b else None
+
+
+def _ctas(family: str, p: dict[str, Any], shape) -> int:
+    m, n, _ = shape
+    if family == "hopper_wgmma":
+        pm, pn = (n, m) if p["swap_ab"] else (m, n)
+        return -(-pm // p["tile_m"]) * -(-pn // p["tile_n"]) * p["splits"]
+    return -(-m // p["bm"]) * -(-n // p["bn"]) * p["split_k"]
+
+
+def _tile_area(family: str, p: dict[str, Any]) -> int:
+    return p["tile_m"] * p["tile_n"] if family == "hopper_wgmma" else p["bm"] * p["bn"]
+
+
+def _bottleneck_bias(family: str, parent: dict[str, Any], child: dict[str, Any], label: str, shape) -> float:
+    """A small bonus (log-speedup units) for moves that address the parent's measured bottleneck."""
+    bonus = 0.05
+    more_ctas = _ctas(family, child, shape) > _ctas(family, parent, shape)
+    bigger_tile = _tile_area(family, child) > _tile_area(family, parent)
+    if label in ("occupancy-limited", "latency-bound"):
+        stages = child.get("stages", 0) < parent.get("stages", 0) and child.get("stages", 0) != 0
+        return bonus if (more_ctas or stages) else 0.0
+    if label == "memory-bound":
+        swz = child.get("block_swizzle", child.get("swizzle", 1)) > parent.get("block_swizzle", parent.get("swizzle", 1))
+        return bonus if (bigger_tile or swz) else 0.0
+    if label == "bank-conflicted":
+        return bonus if (child.get("sw_b", 0) > parent.get("sw_b", 0) or child.get("epilogue") != parent.get("epilogue")) else 0.0
+    if label == "launch-bound":
+        fewer = child.get("split_k", child.get("splits", 1)) < parent.get("split_k", parent.get("splits", 1))
+        return bonus if fewer else 0.0
+    if label == "tensor-pipe-bound":
+        return bonus / 2 if bigger_tile else 0.0
+    return 0.0
+
+
 def _repair(family: str, p: dict[str, Any]) -> dict[str, Any]:
     """Keep coupled knobs consistent after a mutation."""
     q = dict(p)
@@ -110,6 +153,9 @@ class BuiltinPolicy:
     def __init__(self, seed: int = 0):
         self.seed = int(seed)
         self._proposed: set[tuple[str, str]] = set()
+        self._labels: dict[tuple[str, str], str] = {}
+        self._parents: dict[tuple[str, str], tuple[dict, str]] = {}
+        self._spilled: dict[str, list[dict]] = {}
         self._space_cache: dict[tuple, list[dict[str, Any]]] = {}
 
     # -- public -----------------------------------------------------------------------------------------------
@@ -142,6 +188,17 @@ class BuiltinPolicy:
                 obs[h["family"]].append((h["params"], math.log(float(s))))
             elif h.get("status") not in ("ok", None):
                 fails[h["family"]].append(h["params"])
+
+        self._labels = {}
+        spilled: dict[str, list[dict]] = {f: [] for f in FAMILY_NAMES}
+        for h in history:
+            label = _label_of(h)
+            if label:
+                self._labels[(h["family"], canonical(h["params"]))] = label
+            res = h.get("resources") or {}
+            if (res.get("spill_stores") or 0) > 0 or (res.get("spill_loads") or 0) > 0:
+                spilled[h["family"]].append(h["params"])
+        self._spilled = spilled
 
         slots = self._allocate(shape, arch, obs, fails, n)
         chosen: list[Candidate] = []
@@ -223,9 +280,15 @@ class BuiltinPolicy:
                 pool.append((_repair(fam, q), why + ", adapted"))
         best = sorted(obs[fam], key=lambda t: (-t[1], canonical(t[0])))[:4]
         for p, ls in best:
+            label = self._labels.get((fam, canonical(p)))
             for q in _mutations(mod.DOMAIN, p, rng):
+                q = _repair(fam, q)
                 changed = ", ".join(f"{k} {p[k]}->{q[k]}" for k in q if q[k] != p.get(k))
-                pool.append((_repair(fam, q), f"mutation of measured {math.exp(ls):.3f}x config: {changed}"))
+                why = f"mutation of measured {math.exp(ls):.3f}x config: {changed}"
+                if label:
+                    why += f" (parent {label})"
+                    self._parents[(fam, canonical(q))] = (p, label)
+                pool.append((q, why))
         space = self._space(fam, shape, acc, arch)
         k = min(len(space), RANDOM_SAMPLE * (4 if wide else 1))
         for p in rng.sample(space, k) if k else []:
@@ -266,6 +329,12 @@ class BuiltinPolicy:
             for q in fails[fam]:
                 if _knob_distance(dom, p, q) < 0.12:
                     penalty += 0.4
+            for q in self._spilled.get(fam, ()):
+                if _knob_distance(dom, p, q) < 0.12:
+                    penalty += 0.15  # register spills: neighbours with the same tile and warp shape spill too
+            parent = self._parents.get((fam, canonical(p)))
+            if parent is not None:
+                penalty -= _bottleneck_bias(fam, parent[0], p, parent[1], shape)
             # priors and seeds are trusted over the model until the family has measurements of its own
             trust = 0.25 if (not measured and (why.startswith("prior") or why.startswith("seed"))) else 0.0
             score = corr - math.log(t) + explore - penalty + trust
