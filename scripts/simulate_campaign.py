@@ -26,6 +26,7 @@ import heapq
 import json
 import os
 import random
+import resource
 import statistics
 import sys
 import tempfile
@@ -68,21 +69,36 @@ def _family_sources() -> dict[str, str]:
     return out
 
 
-def measure(out: Path, jobs: int | None) -> dict:
+def measure(out: Path, jobs: int | None, only: str | None = None, timeout: float = 1800.0,
+            parallel: bool = True) -> dict:
     from evaluator.compile import compile_kernel, nvcc_version
 
     sources = {f"tests/kernels/{p.name}": p.read_text() for p in sorted((REPO / "tests" / "kernels").glob("*.cu"))}
     sources.update(_family_sources())
+    if only:
+        sources = {k: v for k, v in sources.items() if only in k}
     jobs = jobs or os.cpu_count() or 1
     result = {"machine": {"cores": os.cpu_count(), "nvcc": nvcc_version()}, "arch": "sm_90a", "serial": {},
               "parallel": {}, "jobs": jobs}
     with tempfile.TemporaryDirectory(prefix="cudal2-measure-") as d:
         for name, src in sources.items():
             t0 = time.monotonic()
-            info = compile_kernel(src, "sm_90a", cache_dir=Path(d) / "serial")
-            result["serial"][name] = {"seconds": round(time.monotonic() - t0, 2), "ok": info.ok,
-                                      "lines": src.count("\n")}
-            print(f"serial   {name:40s} {result['serial'][name]['seconds']:7.2f} s ok={info.ok}", flush=True)
+            load0 = os.getloadavg()[0]
+            cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            info = compile_kernel(src, "sm_90a", cache_dir=Path(d) / "serial", timeout=timeout)
+            cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            # CPU seconds of nvcc and its children: the build's cost on a core of its own, whatever the load here.
+            cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+            result["serial"][name] = {"seconds": round(time.monotonic() - t0, 2), "cpu_seconds": round(cpu, 2),
+                                      "ok": info.ok,
+                                      "lines": src.count("\n"), "load_before": round(load0, 2),
+                                      "load_after": round(os.getloadavg()[0], 2),
+                                      "log_tail": "" if info.ok else info.log[-400:]}
+            print(f"serial   {name:40s} {result['serial'][name]['seconds']:7.2f} s wall "
+                  f"{cpu:7.2f} s cpu  load {load0:.1f} ok={info.ok}", flush=True)
+        if not parallel:
+            out.write_text(json.dumps(result, indent=1))
+            return result
         # The same builds, `jobs` at a time (each twice so the pool stays full): the per-build time when cores
         # are shared, which is what a node's compile slots see in a campaign.
         work = [(f"{n}#{i}", s + f"\n// copy {i}\n") for n, s in sources.items() for i in range(2)]
@@ -91,7 +107,7 @@ def measure(out: Path, jobs: int | None) -> dict:
         def one(item):
             n, s = item
             t0 = time.monotonic()
-            compile_kernel(s, "sm_90a", cache_dir=Path(d) / "parallel")
+            compile_kernel(s, "sm_90a", cache_dir=Path(d) / "parallel", timeout=timeout)
             return n, time.monotonic() - t0
 
         with ThreadPoolExecutor(jobs) as pool:
@@ -107,10 +123,12 @@ def measure(out: Path, jobs: int | None) -> dict:
 
 def costs_from_measurement(m: dict) -> dict:
     """Turn a `measure` file into the simulation's compile ranges (min..max per class, serial builds)."""
-    plain = [v["seconds"] for k, v in m["serial"].items() if v["ok"] and not k.startswith(("family:ampere",
-                                                                                              "family:hopper"))]
-    cute = [v["seconds"] for k, v in m["serial"].items() if v["ok"] and k.startswith(("family:ampere",
-                                                                                        "family:hopper"))]
+    def cost(v):  # a build slot is a core of its own: CPU seconds where measured
+        return v.get("cpu_seconds") or v["seconds"]
+
+    heavy = ("family:ampere", "family:hopper")
+    plain = [cost(v) for k, v in m["serial"].items() if v["ok"] and not k.startswith(heavy)]
+    cute = [cost(v) for k, v in m["serial"].items() if v["ok"] and k.startswith(heavy)]
     c = json.loads(json.dumps(DEFAULT_COSTS))
     if plain:
         c["compile_s"]["plain"] = [min(plain), max(plain)]
@@ -122,12 +140,16 @@ def costs_from_measurement(m: dict) -> dict:
 
 # ---------------------------------------------------------------- simulate
 
+SATURATED = 0.85
+
+
 @dataclass
 class Scenario:
     gpus: int
     llm: str = "hosted"  # key into costs["llm_s"]
     llm_concurrency: int = 64  # parallel requests the endpoint serves before queueing
     compile_slots: int | None = None  # CPU cores building kernels across the cluster; None: 8 per GPU
+    lanes_per_gpu: int = 2  # shapes worked on at once per GPU (agent.campaign uses 2)
     shapes: int = 1000
     budget: int = 16  # candidates per shape
     n_per_step: int = 4
@@ -169,7 +191,7 @@ def simulate(sc: Scenario, costs: dict) -> Outcome:
     """Event-ordered simulation: lanes advance in the order of their clocks (a heap), so shared pools (LLM,
     compile slots) are granted in time order."""
     rng = random.Random(sc.seed)
-    lanes = 2 * sc.gpus
+    lanes = sc.lanes_per_gpu * sc.gpus
     slots = sc.compile_slots if sc.compile_slots is not None else 8 * sc.gpus
     cute_frac = costs["compile_s"]["cute_fraction"] if sc.cute_fraction is None else sc.cute_fraction
     ev = costs["eval_s"]
@@ -177,7 +199,7 @@ def simulate(sc: Scenario, costs: dict) -> Outcome:
     gpu_free = [0.0] * sc.gpus
     gpu_busy = 0.0
     queue = list(range(sc.shapes))
-    # Each lane: (time, lane id, shape, step); a lane's GPU is lane // 2 (two lanes share a GPU, as in the driver).
+    # Each lane: (time, lane id, shape, step); lanes share GPUs round-robin (the driver's routing spreads shapes).
     heap = []
     for lane in range(min(lanes, sc.shapes)):
         heapq.heappush(heap, (0.0, lane, queue.pop(0), 0))
@@ -188,7 +210,7 @@ def simulate(sc: Scenario, costs: dict) -> Outcome:
         t_prop = llm_pool.run(t, _draw(rng, costs["llm_s"][sc.llm]))
         builds = [cc_pool.run(t_prop, _draw(rng, costs["compile_s"]["cute" if rng.random() < cute_frac
                                                                          else "plain"])) for _ in range(n)]
-        g = lane // 2
+        g = lane % sc.gpus
         tc = t_prop
         large = rng.random() < ev["large_fraction"]
         for b in builds:  # candidate i waits for its own build, then for the GPU
@@ -211,17 +233,31 @@ def simulate(sc: Scenario, costs: dict) -> Outcome:
                 heapq.heappush(heap, (tc, lane, queue.pop(0), 0))
     busy = {"gpu": gpu_busy / (sc.gpus * end), "compile": cc_pool.busy / (cc_pool.k * end),
             "llm": llm_pool.busy / (llm_pool.k * end)}
-    return Outcome(sc, end, busy, max(busy, key=busy.get))
+    top = max(busy, key=busy.get)
+    # No resource near saturation: each lane waits on its own chain (LLM call, then its slowest build, then its
+    # evaluations) and more lanes would help.
+    if busy[top] >= SATURATED:
+        label = top
+    elif lanes >= sc.shapes:
+        label = "shape chain"  # every shape has its own lane: the slowest shape's steps set the wall time
+    else:
+        label = "lane latency"
+    return Outcome(sc, end, busy, label)
 
 
 def scenarios(gpus: list[int]) -> list[Scenario]:
     out = []
     for g in gpus:
-        out.append(Scenario(g, llm="builtin", name="built-in policy, 8 compile cores per GPU"))
-        out.append(Scenario(g, llm="builtin", compile_slots=2 * g, name="built-in policy, 2 compile cores per GPU"))
-        out.append(Scenario(g, llm="local_vllm", llm_concurrency=32, name="local vLLM (32 concurrent), 8 cores/GPU"))
-        out.append(Scenario(g, llm="hosted", llm_concurrency=64, name="hosted LLM (64 concurrent), 8 cores/GPU"))
-        out.append(Scenario(g, llm="hosted", llm_concurrency=16, name="hosted LLM (16 concurrent), 8 cores/GPU"))
+        out.append(Scenario(g, llm="builtin", name="built-in policy; 2 lanes/GPU, 8 build cores/GPU"))
+        out.append(Scenario(g, llm="builtin", lanes_per_gpu=8, name="built-in policy; 8 lanes/GPU, 8 cores/GPU"))
+        out.append(Scenario(g, llm="builtin", lanes_per_gpu=8, compile_slots=32 * g,
+                            name="built-in policy; 8 lanes/GPU, 32 cores/GPU"))
+        out.append(Scenario(g, llm="builtin", lanes_per_gpu=24, compile_slots=128 * g,
+                            name="built-in policy; 24 lanes/GPU, 128 cores/GPU"))
+        out.append(Scenario(g, llm="local_vllm", llm_concurrency=32, lanes_per_gpu=8, compile_slots=32 * g,
+                            name="local vLLM, 32 concurrent; 8 lanes/GPU, 32 cores/GPU"))
+        out.append(Scenario(g, llm="hosted", llm_concurrency=64, lanes_per_gpu=8, compile_slots=32 * g,
+                            name="hosted LLM, 64 concurrent; 8 lanes/GPU, 32 cores/GPU"))
     return out
 
 
@@ -235,6 +271,9 @@ def main(argv=None) -> int:
     m = sub.add_parser("measure", help="time real nvcc builds of the test and family kernels here")
     m.add_argument("--out", default="compile_costs.json")
     m.add_argument("--jobs", type=int, default=None)
+    m.add_argument("--only", default=None, help="only the kernels whose name contains this")
+    m.add_argument("--timeout", type=float, default=1800.0, help="per build (the evaluator's default is 300 s)")
+    m.add_argument("--serial-only", action="store_true")
     s = sub.add_parser("simulate", help="simulate a campaign on 8-64 GPUs")
     s.add_argument("--costs", default=None, help="a file written by `measure` (default: the documented defaults)")
     s.add_argument("--gpus", default="8,16,32,64")
@@ -243,7 +282,7 @@ def main(argv=None) -> int:
     s.add_argument("--markdown", action="store_true")
     a = ap.parse_args(argv)
     if a.cmd == "measure":
-        measure(Path(a.out), a.jobs)
+        measure(Path(a.out), a.jobs, a.only, a.timeout, not a.serial_only)
         return 0
     try:
         gpus = [int(x) for x in a.gpus.split(",") if x.strip()]

@@ -71,7 +71,9 @@ class RaySeam(Seam):
         self.actors: dict[str, ActorRef] = {}
         self.retired: list[dict] = []  # actors lost or left out, with why
         self.events: list[dict] = []  # losses and retries, for the run's log
-        self._start_actors(self._gpu_nodes())
+        self._pending: list[tuple] = []  # (node, handle, info ref, asked at)
+        self._launch(self._gpu_nodes())
+        self._collect(self.start_timeout_s)
         if not self.actors:
             raise ClusterError("the Ray cluster has no GPU: start its nodes with GPUs (ray start --num-gpus N), or "
                                "run without --cluster")
@@ -88,7 +90,7 @@ class RaySeam(Seam):
             raise ClusterError(f"no GPU of model {gpu_model!r} in the cluster (it has {dict(models)})")
         from agent.cluster.backends import evaluator_fingerprint
 
-        mine = evaluator_fingerprint()
+        mine = self.fingerprint = evaluator_fingerprint()
         for k, a in list(self.actors.items()):
             if a.info["fingerprint"] != mine:
                 self._retire(k, f"its evaluator code differs from the driver's ({a.info['fingerprint']} != {mine}): "
@@ -106,29 +108,51 @@ class RaySeam(Seam):
         return {n["NodeID"]: int(n["Resources"].get("GPU", 0)) for n in self.ray.nodes()
                 if n.get("Alive") and n["Resources"].get("GPU", 0) >= 1}
 
-    def _start_actors(self, nodes: dict[str, int]) -> list[str]:
-        """One actor per GPU of each node given; waits until each has opened its GPU."""
+    def _on_node(self, node: str) -> int:
+        """Actors this seam has (or is starting, or left out on purpose) on a node."""
+        return (sum(1 for a in self.actors.values() if a.info.get("node_id") == node)
+                + sum(1 for p in self._pending if p[0] == node)
+                + sum(1 for r in self.retired if r.get("node_id") == node and r.get("left_out")))
+
+    def _launch(self, nodes: dict[str, int]) -> None:
+        """Ask for one actor per GPU of each node that has fewer; they join when they have opened their GPU."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        pending = []
         for node, n in nodes.items():
-            have = sum(1 for a in self.actors.values() if a.info.get("node_id") == node)
-            have += sum(1 for r in self.retired if r.get("node_id") == node and r.get("left_out"))
-            for _ in range(n - have):
+            for _ in range(n - self._on_node(node)):
                 h = self._Actor.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(
                     self.spec)  # by value: a restarted actor must not depend on an object that may be gone
-                pending.append((node, h, h.info.remote()))
+                self._pending.append((node, h, h.info.remote(), time.monotonic()))
+
+    def _collect(self, wait_s: float) -> list[str]:
+        """Actors that have started (waiting up to wait_s for them); those past start_timeout_s are left out."""
         added = []
-        for node, h, ref in pending:
-            try:
-                info = self.ray.get(ref, timeout=self.start_timeout_s)
-            except Exception as e:  # a GPU that cannot start its evaluator is left out, with the reason
-                self.retired.append({"node_id": node, "why": f"actor failed to start: {_short(e)}", "left_out": True})
-                self.ray.kill(h)
-                continue
-            key = f"{info.get('node_ip') or info.get('host')}:{info['node_id'][:8]}/gpu{info['gpu_id']}"
-            self.actors[key] = ActorRef(key, h, info)
-            added.append(key)
+        deadline = time.monotonic() + wait_s
+        while self._pending:
+            refs = [p[2] for p in self._pending]
+            ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=max(0.0, deadline - time.monotonic()))
+            still = []
+            for node, h, ref, t0 in self._pending:
+                if ref in ready:
+                    try:
+                        info = self.ray.get(ref)
+                    except Exception as e:  # a GPU that cannot start its evaluator is left out, with the reason
+                        self.retired.append({"node_id": node, "why": f"actor failed to start: {_short(e)}",
+                                             "left_out": True})
+                        self.ray.kill(h)
+                        continue
+                    key = f"{info.get('node_ip') or info.get('host')}:{info['node_id'][:8]}/gpu{info['gpu_id']}"
+                    self.actors[key] = ActorRef(key, h, info)
+                    added.append(key)
+                elif time.monotonic() - t0 > self.start_timeout_s:
+                    self.retired.append({"node_id": node, "left_out": True,
+                                         "why": f"actor did not start within {self.start_timeout_s:g} s"})
+                    self.ray.kill(h)
+                else:
+                    still.append((node, h, ref, t0))
+            self._pending = still
+            if time.monotonic() >= deadline:
+                break
         return added
 
     def _retire(self, key: str, why: str) -> None:
@@ -172,14 +196,16 @@ class RaySeam(Seam):
                         continue  # restarting: ask again later
                     self.router.revive(k)
                     self.events.append({"event": "rejoined", "gpu": k, "t": time.time()})
-            new = {n: c for n, c in self._gpu_nodes().items()
-                   if c > sum(1 for a in self.actors.values() if a.info.get("node_id") == n)}
-        if new:
-            for k in self._start_actors(new):
-                if self.actors[k].info["gpu_name"] != self.gpu_name:
-                    self._retire(k, "another GPU model")
+            # GPUs without an actor (a new node, or one whose actor died for good) get one; it joins once started,
+            # without holding up the evaluations in the meantime.
+            self._launch({n: c for n, c in self._gpu_nodes().items() if c > self._on_node(n)})
+            for k in self._collect(0.0):
+                if self.actors[k].info["gpu_name"] != self.gpu_name or self.actors[k].info["fingerprint"] != \
+                        self.fingerprint:
+                    self._retire(k, "another GPU model or evaluator version")
                     continue
                 self.router.add(k)
+                self.router.revive(k)  # the same GPU as a lost actor's comes back under its key
                 self.events.append({"event": "joined", "gpu": k, "t": time.time()})
 
     # ------------------------------------------------------------ the Seam
