@@ -160,6 +160,7 @@ class RecordedSpec:
     delay: float = 0.0
     gpu_name: str = "NVIDIA H200"
     arch: str = "sm_90a"
+    default_tag: str | None = None  # the answer for kernels without a `// variant:` line (dry runs of real proposers)
 
     def _write(self, rec: dict) -> None:
         if self.log:
@@ -188,7 +189,7 @@ class RecordedGPU:
         from evaluator.record import EvalResult
 
         m = re.search(r"// variant: (\S+)", source)
-        tag = m.group(1) if m else ""
+        tag = m.group(1) if m else (self.spec.default_tag or "")
         h = source_hash(source)
         base = {"hash": h, "shape": list(shape), "mode": mode, "gpu": self.gpu_id, "pid": os.getpid(),
                 **_node_tag()}

@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Two shapes, two GPUs: a campaign with each shape's evaluations pinned to its own GPU, against the same campaign
+on one GPU. Writes docs/benchmarks/distributed.md (and distributed.json beside it).
+
+    python3 scripts/bench_distributed.py                       # both runs, then the report
+    python3 scripts/bench_distributed.py --part two            # only the two-GPU run (JSON under --work)
+    python3 scripts/bench_distributed.py --part one            # only the one-GPU run
+    python3 scripts/bench_distributed.py --part report         # the report from the runs' JSON
+
+--backend local (default) runs on this machine's GPUs without Ray (agent.cluster.local.PinnedLocalSeam);
+--backend ray starts a local Ray cluster over the GPUs (agent.cluster.make_seam("auto", ...)), one actor per GPU.
+Each run starts from an empty build cache of its own (CUDAL2_CACHE), so both pay the same compiles and baseline
+autotuning; the built-in policy proposes (no LLM), so the two runs search the same way.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+DEFAULT_SHAPES = "2048,2048,2048;4096,1024,4096"
+
+
+def parse_shapes(text: str) -> list[tuple[int, int, int]]:
+    out = []
+    for part in text.split(";"):
+        nums = [int(x) for x in part.replace("x", ",").split(",") if x.strip()]
+        if len(nums) != 3 or min(nums) < 1:
+            raise SystemExit(f"--shapes: expected M,N,K;M,N,K (got {part!r})")
+        out.append(tuple(nums))
+    return out
+
+
+def run_one(part: str, gpus: list[int], shapes, budget: int, per_step: int, backend: str, work: Path) -> dict:
+    from rich.console import Console
+
+    from agent.archive import Archive
+    from agent.campaign import CampaignConfig, run_campaign
+    from agent.config import ModelConfig
+    from agent.proposers.base import make_proposer
+
+    cache = work / f"cache-{part}"
+    os.environ["CUDAL2_CACHE"] = str(cache)  # empty: every run builds and autotunes from scratch
+    model = ModelConfig(backend="builtin")
+    t0 = time.monotonic()
+    if backend == "ray":
+        from agent.cluster import make_seam
+
+        seam = make_seam("auto", gpus)
+    elif backend == "recorded":
+        # A dry run of the plumbing on a machine without GPUs: Ray with fake GPUs, answers recorded on a GPU.
+        import ray
+
+        from agent.cluster import RaySeam
+        from agent.cluster.backends import RecordedSpec
+
+        if not ray.is_initialized():
+            ray.init(num_gpus=len(gpus), num_cpus=len(gpus) + 2, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False, runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
+        rec = json.loads((REPO / "tests" / "golden" / "recorded_results.json").read_text())
+        seam = RaySeam(RecordedSpec(recorded=rec, default_tag="tile128", delay=0.2))
+        seam.shutdown_ray = True
+    else:
+        from agent.cluster.local import PinnedLocalSeam
+
+        seam = PinnedLocalSeam(gpus)
+    t_seam = time.monotonic() - t0
+    cfg = CampaignConfig(run=f"bench-{part}", shapes=list(shapes), budget_candidates=budget,
+                         runs_dir=work / f"runs-{part}", global_archive=None, n_per_step=per_step, retrieve=False)
+    log = io.StringIO()
+    t1 = time.monotonic()
+    try:
+        summary = run_campaign(cfg, seam=seam, make_proposer=lambda: make_proposer(model),
+                               model_public=model.public_dict(), console=Console(file=log, width=160), live=False)
+    finally:
+        seam.close()
+    wall = time.monotonic() - t1
+    arch = Archive(cfg.run_dir / "archive.sqlite")
+    per_shape = {}
+    for s in shapes:
+        hist = arch.history(seam.gpu_name, "fp32", s)
+        best = arch.best(seam.gpu_name, "fp32", s)
+        per_shape["x".join(map(str, s))] = {
+            "evaluations": len(hist),
+            "ok": sum(1 for v in hist if v.result.ok),
+            "gpus": sorted({v.result.gpu.get("ray_gpu_id", v.result.gpu.get("gpu_index")) for v in hist},
+                           key=str),
+            "nodes": sorted({str(v.result.gpu.get("node_id") or v.result.gpu.get("host")) for v in hist}),
+            "compile_s": round(sum((v.result.compile.seconds if v.result.compile else 0.0) for v in hist), 1),
+            "eval_wall_s": round(sum(v.result.wall_seconds for v in hist), 1),
+            "best_vs_autotune": best.speedup if best else None,
+        }
+    return {"part": part, "gpus": gpus, "backend": backend, "gpu_name": seam.gpu_name, "shapes": [list(s) for s in shapes],
+            "budget": budget, "per_step": per_step, "seam_start_s": round(t_seam, 1), "wall_s": round(wall, 1),
+            "failures": summary["failures"], "per_shape": per_shape, "log_tail": log.getvalue()[-3000:]}
+
+
+def device_line() -> str:
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=index,name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip().replace("\n", "; ")
+    except (OSError, subprocess.TimeoutExpired):
+        smi = "nvidia-smi unavailable"
+    from evaluator.compile import nvcc_version
+
+    return f"{smi}; nvcc {nvcc_version()}; {os.cpu_count()} CPU cores; {platform.node()}"
+
+
+def report(work: Path, out_dir: Path) -> Path:
+    runs = {p: json.loads((work / f"{p}.json").read_text()) for p in ("two", "one") if (work / f"{p}.json").is_file()}
+    if not runs:
+        raise SystemExit(f"no run results under {work}; run --part two and --part one first")
+    lines = ["# Distributed campaign benchmark: two shapes on two GPUs", "",
+             f"Produced by `scripts/bench_distributed.py` on {runs[next(iter(runs))].get('device', '?')}, "
+             f"{time.strftime('%Y-%m-%d')}. Raw numbers: `distributed.json` beside this file.", "",
+             "Each run is the same campaign (built-in policy, no LLM, final re-measurement in offline and server "
+             "mode) from an empty build cache; the two-GPU run keeps each shape's evaluations on one GPU.", "",
+             *(["**DRY RUN: no GPU was used.** The answers are results recorded on a GPU "
+                 "(tests/golden/recorded_results.json), served by Ray actors on fake GPUs; only the routing and "
+                 "the wall time of the plumbing are real.", ""]
+               if any(r["backend"] == "recorded" for r in runs.values()) else []),
+             "| run | backend | GPUs | campaign wall s | shape | evaluations (ok) | GPU(s) the shape ran on | "
+             "sum of compile s | sum of evaluation s | best vs cuBLASLt-AutoTuning-max |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r in runs.items():
+        for s, d in r["per_shape"].items():
+            best = f"{d['best_vs_autotune']:.3f}" if d["best_vs_autotune"] is not None else "–"
+            lines.append(f"| {name} | {r['backend']} | {','.join(map(str, r['gpus']))} | {r['wall_s']} | {s} | "
+                         f"{d['evaluations']} ({d['ok']}) | {','.join(map(str, d['gpus']))} | {d['compile_s']} | "
+                         f"{d['eval_wall_s']} | {best} |")
+    if "two" in runs and "one" in runs:
+        two, one = runs["two"], runs["one"]
+        pinned = all(len(d["gpus"]) == 1 for d in two["per_shape"].values())
+        distinct = len({d["gpus"][0] for d in two["per_shape"].values() if d["gpus"]}) == len(two["per_shape"])
+        lines += ["", f"- Wall time, two GPUs against one: {two['wall_s']} s against {one['wall_s']} s "
+                      f"(×{one['wall_s'] / two['wall_s']:.2f}).",
+                  f"- Each shape's evaluations on one GPU: {'yes' if pinned else 'NO'}; the shapes on different "
+                  f"GPUs: {'yes' if distinct else 'NO'}.",
+                  "- Where the time goes: the sums of compile and evaluation seconds per shape (above) against the "
+                  "wall time show how much of a run the GPU was busy; builds overlap evaluations (compile-ahead)."]
+    for name, r in runs.items():
+        if r["failures"]:
+            lines.append(f"- {name}: failures {r['failures']}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "distributed.json").write_text(json.dumps(runs, indent=1))
+    md = out_dir / "distributed.md"
+    md.write_text("\n".join(lines) + "\n")
+    return md
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--part", choices=["all", "two", "one", "report"], default="all")
+    ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="M,N,K;M,N,K (default %(default)s)")
+    ap.add_argument("--budget", type=int, default=4, help="candidates per shape (default 4)")
+    ap.add_argument("--per-step", type=int, default=4)
+    ap.add_argument("--backend", choices=["local", "ray", "recorded"], default="local",
+                    help="recorded: a dry run without GPUs (Ray with fake GPUs answering recorded results)")
+    ap.add_argument("--work", default="runs/bench_distributed", help="run folders, caches and per-run JSON")
+    ap.add_argument("--out", default="docs/benchmarks", help="where distributed.md/json go")
+    a = ap.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    work = Path(a.work).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    shapes = parse_shapes(a.shapes)
+    if a.part != "report":
+        from evaluator.gpu import device_count
+
+        n = device_count() if a.backend != "recorded" else 2
+        need = 2 if a.part in ("all", "two") else 1
+        if n < need:
+            print(f"this benchmark needs {need} CUDA GPUs; this machine has {n}", file=sys.stderr)
+            return 2
+        dev = device_line()
+        for part, gpus in (("two", [0, 1]), ("one", [0])):
+            if a.part not in ("all", part):
+                continue
+            r = run_one(part, gpus, shapes, a.budget, a.per_step, a.backend, work)
+            r["device"] = dev
+            (work / f"{part}.json").write_text(json.dumps(r, indent=1))
+            print(f"{part}: {len(gpus)} GPU(s), wall {r['wall_s']} s, per shape "
+                  f"{ {s: (d['evaluations'], d['gpus']) for s, d in r['per_shape'].items()} }", flush=True)
+    if a.part in ("all", "report"):
+        print(f"wrote {report(work, Path(a.out))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
