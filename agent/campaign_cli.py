@@ -53,7 +53,10 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=["offline", "server"], default="offline",
                    help="timing mode of the search (the winner is re-measured in both at the end)")
     p.add_argument("--profile", choices=["quick", "paper"], default="quick", help="timing profile of the search")
-    p.add_argument("--gpus", type=_gpu_list, default=[0], metavar="0,1,...", help="GPU indices (default 0)")
+    p.add_argument("--gpus", type=_gpu_list, default=None, metavar="0,1,...",
+                   help="GPU indices (default 0; with --cluster auto: all)")
+    p.add_argument("--cluster", default=None, metavar="ray://HOST:PORT|auto",
+                   help="evaluate on a Ray cluster (pip install 'cuda-l2[ray]'); auto: one started here over --gpus")
     p.add_argument("--run", default=None, metavar="NAME", help="run name (default: the shape file's stem)")
     p.add_argument("--runs-dir", default="runs", metavar="DIR")
     p.add_argument("--per-step", type=_positive_int, default=4, metavar="N", help="proposals per step (default 4)")
@@ -124,14 +127,20 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         return _err(str(e))
     from evaluator.gpu import has_gpu
 
-    if not has_gpu():
+    if not args.cluster and not has_gpu():
         print("cudal2 campaign needs a CUDA GPU to time kernels, and this machine has none (no usable libcuda or "
               "no device).\nWhat works here: cudal2 eval KERNEL.cu --compile-only, cudal2 propose, cudal2 report "
               "and cudal2 inspect on runs made elsewhere.", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         model.api_key()  # fail now, not after the first shape
-        seam = EvaluatorSeam(args.gpus, ncu={"auto": None, "on": True, "off": False}[args.ncu])
+        ncu = {"auto": None, "on": True, "off": False}[args.ncu]
+        if args.cluster:  # agent.cluster imports Ray only here; a ClusterError is a CampaignError
+            from agent.cluster import make_seam
+
+            seam = make_seam(args.cluster, args.gpus, ncu=ncu)
+        else:
+            seam = EvaluatorSeam(args.gpus or [0], ncu=ncu)
     except (ConfigError, CampaignError) as e:
         return _err(str(e))
     cfg = CampaignConfig(run=args.run or Path(args.shapes).stem, shapes=shapes, acc=args.acc, mode=args.mode,
