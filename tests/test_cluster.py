@@ -133,3 +133,35 @@ def test_simulation_shows_the_bottleneck_moving():
     bad = subprocess.run([sys.executable, "scripts/simulate_campaign.py", "simulate", "--gpus", "x"], cwd=REPO,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--gpus takes counts like 8,16" in bad.stderr
+
+
+def test_campaign_cli_cluster_flag_errors(tmp_path):
+    """`cudal2 campaign --cluster`: bad addresses and a GPU-less `auto` stop with exit code 2 and say why; without
+    Ray installed, the error says how to install it."""
+    shapes = tmp_path / "s.txt"
+    shapes.write_text("64 64 64\n")
+    base = [sys.executable, "-m", "agent.cli", "campaign", "--shapes", str(shapes), "--model", "builtin",
+            "--runs-dir", str(tmp_path / "runs")]
+
+    def cli(*extra, pre=""):
+        argv = base + list(extra)
+        if pre:
+            argv = [sys.executable, "-c", pre + "import sys, runpy; sys.argv = ['cudal2'] + sys.argv[1:]; "
+                    "runpy.run_module('agent.cli', run_name='__main__')", *argv[3:]]
+        return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
+
+    out = cli("--cluster", "tcp://x")
+    assert out.returncode == 2 and "--cluster takes ray://HOST:PORT or auto, not 'tcp://x'" in out.stderr
+    out = cli("--cluster", "auto", pre="import sys; sys.modules['ray'] = None; ")
+    assert out.returncode == 2 and "pip install 'cuda-l2[ray]'" in out.stderr
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return
+    from evaluator.gpu import has_gpu
+
+    if not has_gpu():
+        out = cli("--cluster", "auto")
+        assert out.returncode == 2 and "over this machine's GPUs, and it has none" in out.stderr
+    out = cli("--cluster", "ray://127.0.0.1:1", "--gpus", "0,1")
+    assert out.returncode == 2 and "names GPUs of this machine" in out.stderr

@@ -74,6 +74,7 @@ def test_campaign_spreads_shapes_over_gpu_actors(cluster, tmp_path):
         where = seam.where()
         assert sorted(w["gpu_id"] for w in where.values()) == [0, 1]
         assert all(w["node_id"] and w["gpu_name"] == GPU for w in where.values())
+        assert seam.gpu_facts()["name"] == GPU and seam.profiles is False  # the recorded GPUs have no ncu
         shapes = [(64, 64, 64), (128, 128, 128), (192, 64, 64), (256, 128, 64)]
         cfg, summary = run(tmp_path, seam, shapes, budget=4)
     finally:

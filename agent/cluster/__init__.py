@@ -76,7 +76,7 @@ def make_seam(cluster: str, gpus: list[int] | None = None, *, spec=None, gpu_mod
         seam.shutdown_ray = started
         return seam
     elif cluster.startswith("ray://"):
-        if gpus not in (None, [0]):
+        if gpus is not None:
             raise ClusterError(f"--gpus {gpus} names GPUs of this machine; with --cluster {cluster} every GPU of the "
                                "cluster is used (one model per campaign)")
         try:

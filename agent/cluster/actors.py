@@ -24,7 +24,8 @@ class GpuActor:
         self.gpu_id = int(ids[0])
         self.backend = spec.open(self.gpu_id)
         self.tag = {**_node_tag(), "gpu_id": self.gpu_id, "gpu_name": self.backend.gpu_name,
-                    "arch": self.backend.arch, "fingerprint": evaluator_fingerprint(), "pid": os.getpid()}
+                    "arch": self.backend.arch, "fingerprint": evaluator_fingerprint(), "pid": os.getpid(),
+                    "profiles": bool(getattr(self.backend, "profiles", False))}
         self.evaluations = 0
 
     def info(self) -> dict:
@@ -39,6 +40,12 @@ class GpuActor:
                     "host": self.tag.get("host"), "ray_gpu_id": self.gpu_id,
                     "actor_seconds": round(time.monotonic() - t0, 3)}
         return d
+
+    def gpu_facts(self) -> dict:
+        return self.backend.gpu_facts()
+
+    def profile(self, source: str, shape, acc: str) -> dict | None:
+        return self.backend.profile(source, tuple(shape), acc=acc)
 
     def close(self) -> None:
         self.backend.close()

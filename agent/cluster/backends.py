@@ -129,10 +129,26 @@ class EvaluatorGPU:
         if device_count() < 1:
             raise RuntimeError(f"GPU actor for GPU {gpu_id} sees no CUDA device (CUDA_VISIBLE_DEVICES="
                                f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
-        self.gpu_id = gpu_id
+        import shutil
+
+        self.gpu_id, self.gpus = gpu_id, [gpu_id]
         self.gpu_name = device_name(0)
         self.arch = native_arch(0)
         self.pool = WorkerPool(gpus=[gpu_id], arch=self.arch)
+        self.profiles = shutil.which("ncu") is not None
+        self._facts = None
+
+    # The campaign's own code for these (agent.campaign.EvaluatorSeam), on this actor's one GPU: the attributes
+    # they read (pool, gpus, arch, profiles, _facts) are the same here.
+    def gpu_facts(self) -> dict:
+        from agent.campaign import EvaluatorSeam
+
+        return EvaluatorSeam.gpu_facts(self)
+
+    def profile(self, source: str, shape, *, acc: str) -> dict | None:
+        from agent.campaign import EvaluatorSeam
+
+        return EvaluatorSeam.profile(self, source, tuple(shape), acc=acc)
 
     def evaluate(self, source: str, shape, *, acc: str, mode: str, profile: str, artifact: dict | None = None) -> dict:
         from evaluator.api import evaluate
@@ -183,6 +199,13 @@ class RecordedGPU:
     def __init__(self, spec: RecordedSpec, gpu_id: int):
         self.spec, self.gpu_id = spec, gpu_id
         self.gpu_name, self.arch = spec.gpu_name, spec.arch
+        self.profiles = False
+
+    def gpu_facts(self) -> dict:
+        return {"name": self.gpu_name, "recorded": True}
+
+    def profile(self, source: str, shape, *, acc: str) -> dict | None:
+        return None
 
     def evaluate(self, source: str, shape, *, acc: str, mode: str, profile: str, artifact: dict | None = None) -> dict:
         from evaluator.compile import source_hash

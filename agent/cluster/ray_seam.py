@@ -51,7 +51,7 @@ class ActorRef:
 class RaySeam(Seam):
     shutdown_ray = False
 
-    def __init__(self, spec, *, gpu_model: str | None = None, max_attempts: int = 3, eval_timeout_s: float = 1800.0,
+    def __init__(self, spec, *, gpu_model: str | None = None, ncu: bool | None = None, max_attempts: int = 3, eval_timeout_s: float = 1800.0,
                  wait_for_gpu_s: float = 600.0, probe_every_s: float = 15.0, actor_options: dict | None = None,
                  start_timeout_s: float = 300.0):
         ray = self.ray = require_ray()
@@ -101,6 +101,9 @@ class RaySeam(Seam):
         archs = {a.info["arch"] for a in self.actors.values()}
         self.arch = sorted(archs)[0]
         self.router: ShapeRouter[str] = ShapeRouter(list(self.actors))
+        # Nsight Compute profiles only where every GPU node has ncu (auto), or as asked.
+        self.profiles = all(a.info.get("profiles") for a in self.actors.values()) if ncu is None else ncu
+        self._facts: dict | None = None
 
     # ------------------------------------------------------------ cluster membership
 
@@ -288,6 +291,34 @@ class RaySeam(Seam):
             return res
         return self._error(shape, acc, mode, profile, source,
                            f"evaluation lost {len(lost)} time(s): " + "; ".join(x["why"] for x in lost), lost)
+
+    def gpu_facts(self) -> dict[str, Any]:
+        """The GPU model's facts for the prompt, from one of its actors (all are the same model)."""
+        if self._facts is None:
+            for k in self.router.live():
+                try:
+                    self._facts = self.ray.get(self.actors[k].handle.gpu_facts.remote(), timeout=300)
+                    break
+                except Exception:
+                    continue
+        return dict(self._facts or {})
+
+    def profile(self, source: str, shape, *, acc: str, arch: str | None = None) -> dict | None:
+        """Nsight Compute on the shape's own GPU (where its build is cached); None where profiling is off or the
+        GPU is lost (profiling is an extra: the loop goes on without it)."""
+        if not self.profiles:
+            return None
+        try:
+            k = self.router.acquire(tuple(shape))
+        except NoLiveGPU:
+            return None
+        try:
+            return self.ray.get(self.actors[k].handle.profile.remote(source, list(shape), acc),
+                                timeout=self.eval_timeout_s)
+        except Exception:
+            return None
+        finally:
+            self.router.release(k, tuple(shape))
 
     def _acquire(self, shape, tried: set[str]) -> str:
         """A live GPU for the shape; with none alive, wait (a restarted actor or a new node may come) up to
