@@ -4,13 +4,11 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from .common import arch_limits, canonical, ceil_div, check_keys, render_template
+from .common import WS_FLOATS, arch_limits, ceil_div, check_keys, render_feasible, splitk_problem
 
 NAME = "ampere_cute"
 TEMPLATE = "ampere_cute.cu.j2"
 NEEDS_CUTLASS = True
-WS_FLOATS = 4 * 1024 * 1024  # static split-K workspace (16 MiB)
-MAX_TILES = 16384
 
 DOMAIN: dict[str, tuple] = {
     "bm": (32, 64, 96, 128, 160, 192, 256),
@@ -87,21 +85,13 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             return False, f"tile {p['bm']}x{p['bn']} is larger than the {m}x{n} output (edge tiles are shifted, not padded)"
         kt = k // p["bk"]
         tiles = ceil_div(m, p["bm"]) * ceil_div(n, p["bn"])
-        if p["split_k"] > 1:
-            per = ceil_div(kt, p["split_k"])
-            if ceil_div(kt, per) < p["split_k"]:
-                return False, f"split_k={p['split_k']} leaves empty splits ({kt} k-tiles)"
-            if tiles > MAX_TILES or tiles * p["split_k"] * p["bm"] * p["bn"] > WS_FLOATS:
-                return False, "split-K partials exceed the static workspace"
+        if p["split_k"] > 1 and (why := splitk_problem(kt, p["split_k"], tiles, p["bm"] * p["bn"])):
+            return False, why
     return True, ""
 
 
 def render(params: dict[str, Any]) -> str:
-    p = validate(params)
-    ok, why = feasible(p, None, "sm_90a")  # the most permissive target; feasible() checks the real one
-    if not ok:
-        raise ValueError(f"infeasible ampere_cute config: {why}")
-    return render_template(TEMPLATE, params_json=canonical(p), ws_floats=WS_FLOATS, **p)
+    return render_feasible("ampere_cute", TEMPLATE, validate(params), feasible, ws_floats=WS_FLOATS)
 
 
 def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") -> list[dict[str, Any]]:

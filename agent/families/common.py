@@ -96,3 +96,33 @@ def cutlass_include_dirs() -> list[str]:
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+# The static workspace of the in-launch split-K of the mma.sync families: fp32 partials (16 MiB) and one arrival
+# counter per output tile; a config that needs more is refused here and, at run time, by the kernel itself.
+WS_FLOATS = 4 * 1024 * 1024
+MAX_TILES = 16384
+
+
+def splitk_problem(kt: int, split_k: int, tiles: int, tile_elems: int) -> str:
+    """Why an in-launch split-K of `split_k` over `kt` k-tiles cannot run ('' when it can)."""
+    if split_k > kt:
+        return f"split_k={split_k} > {kt} k-tiles"
+    per = ceil_div(kt, split_k)
+    if ceil_div(kt, per) < split_k:
+        return f"split_k={split_k} leaves empty splits ({kt} k-tiles, {per} per split)"
+    if tiles > MAX_TILES:
+        return f"{tiles} output tiles > {MAX_TILES} arrival counters of the split-K workspace"
+    if tiles * split_k * tile_elems > WS_FLOATS:
+        return f"split-K partials need {tiles * split_k * tile_elems} floats > the workspace's {WS_FLOATS}"
+    return ""
+
+
+def render_feasible(family: str, template: str, p: dict[str, Any], feasible, **extra: Any) -> str:
+    """Render a validated config after the most permissive feasibility check (sm_90a); feasible() with the real
+    target and shape is the caller's gate before compiling."""
+    ok, why = feasible(p, None, "sm_90a")
+    if not ok:
+        raise ValueError(f"infeasible {family} config: {why}")
+    return render_template(template, params_json=canonical(p), **extra, **p)
+

@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from .common import arch_limits, canonical, ceil_div, check_keys, render_template
+from .common import arch_limits, ceil_div, check_keys, render_feasible
 
 NAME = "hopper_wgmma"
 TEMPLATE = "hopper_wgmma.cu.j2"
@@ -83,11 +83,7 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
 
 
 def render(params: dict[str, Any]) -> str:
-    p = validate(params)
-    ok, why = feasible(p, None, "sm_90a")
-    if not ok:
-        raise ValueError(f"infeasible hopper_wgmma config: {why}")
-    return render_template(TEMPLATE, params_json=canonical(p), **p)
+    return render_feasible("hopper_wgmma", TEMPLATE, validate(params), feasible)
 
 
 def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") -> list[dict[str, Any]]:

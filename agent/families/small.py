@@ -4,12 +4,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from .common import arch_limits, canonical, ceil_div, check_keys, render_template
+from .common import WS_FLOATS, arch_limits, ceil_div, check_keys, render_feasible, splitk_problem
 
 NAME = "small"
 TEMPLATE = "small.cu.j2"
-WS_FLOATS = 4 * 1024 * 1024  # static split-K workspace: 16 MiB of fp32 partials
-MAX_TILES = 16384
 
 DOMAIN: dict[str, tuple] = {
     "bm": (16, 32, 64, 128),
@@ -60,17 +58,9 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         if n % 8 or k % 8:
             return False, f"N={n} and K={k} must be multiples of 8 (16-byte cp.async)"
         kt = ceil_div(k, p["bk"])
-        if p["split_k"] > 1:
-            if p["split_k"] > kt:
-                return False, f"split_k={p['split_k']} > {kt} k-tiles"
-            per = ceil_div(kt, p["split_k"])
-            if ceil_div(kt, per) < p["split_k"]:
-                return False, f"split_k={p['split_k']} leaves empty splits ({kt} k-tiles, {per} per split)"
-            tiles = ceil_div(m, p["bm"]) * ceil_div(n, p["bn"])
-            if tiles > MAX_TILES:
-                return False, f"{tiles} output tiles > {MAX_TILES} arrival counters"
-            if tiles * p["split_k"] * p["bm"] * p["bn"] > WS_FLOATS:
-                return False, f"split-K partials need {tiles * p['split_k'] * p['bm'] * p['bn']} floats > workspace"
+        tiles = ceil_div(m, p["bm"]) * ceil_div(n, p["bn"])
+        if p["split_k"] > 1 and (why := splitk_problem(kt, p["split_k"], tiles, p["bm"] * p["bn"])):
+            return False, why
         if ceil_div(m, p["bm"]) > 65535:
             return False, "grid.y over 65535"
         if p["bk"] > 2 * max(k, 16) and p["bk"] > 32:
@@ -79,11 +69,7 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
 
 
 def render(params: dict[str, Any]) -> str:
-    p = validate(params)
-    ok, why = feasible(p, None, "sm_90a")  # the most permissive target; feasible() checks the real one
-    if not ok:
-        raise ValueError(f"infeasible small config: {why}")
-    return render_template(TEMPLATE, params_json=canonical(p), ws_floats=WS_FLOATS, **p)
+    return render_feasible("small", TEMPLATE, validate(params), feasible, ws_floats=WS_FLOATS)
 
 
 def _warp_layouts(bm: int, bn: int) -> list[tuple[int, int]]:
