@@ -42,14 +42,16 @@ sys.path.insert(0, str(REPO))
 #  - eval_s: docs/benchmarks/evaluator.md section 2 (one NVIDIA H200, 2026-11-22): one quick evaluation after
 #    compile took 0.5-0.7 s for 21 of 24 shapes and 1.5-3.1 s for the three largest; the simulation draws 7/8 of
 #    the evaluations from the first range and 1/8 from the second.
-#  - compile_s: `simulate_campaign.py measure` on the development machine (2 cores, nvcc 13.0), 2026-11-22; see
-#    docs/distributed.md for the table. Plain CUDA kernels (tests/kernels, the `small` family) build in a few
-#    seconds; CuTe/CUTLASS kernels (ampere_cute, hopper_wgmma) in tens of seconds per core.
+#  - compile_s: `simulate_campaign.py measure` on the development machine (2 cores, nvcc 13.0.88), 2026-11-22, in
+#    CPU seconds of nvcc (the machine was shared, so wall times were up to 2x longer): the plain CUDA kernels
+#    (tests/kernels/*.cu, the `small` family) 3.7-8.9 s; one CuTe kernel (ampere_cute) 141.7 s and one CUTLASS 3.x
+#    kernel (hopper_wgmma) 147.8 s. The share of CuTe/CUTLASS candidates (cute_fraction) is an assumption: the
+#    built-in policy uses the `small` family only for tiny and skinny shapes.
 #  - llm_s: an assumption, not a measurement: one call to a hosted model that writes 4 kernels of ~300 lines
 #    (~12k output tokens) at ~100 tokens/s is ~2 minutes; a local fine-tuned model behind vLLM is ~30 s.
 DEFAULT_COSTS = {
     "eval_s": {"small_shapes": [0.5, 0.7], "large_shapes": [1.5, 3.1], "large_fraction": 0.125},
-    "compile_s": {"plain": [2.5, 4.0], "cute": [20.0, 60.0], "cute_fraction": 0.75},
+    "compile_s": {"plain": [3.7, 8.9], "cute": [141.7, 147.8], "cute_fraction": 0.75},
     "llm_s": {"builtin": [0.05, 0.2], "local_vllm": [20.0, 40.0], "hosted": [90.0, 150.0]},
     "source": "defaults in scripts/simulate_campaign.py (see docs/distributed.md)",
 }
@@ -254,6 +256,8 @@ def scenarios(gpus: list[int]) -> list[Scenario]:
                             name="built-in policy; 8 lanes/GPU, 32 cores/GPU"))
         out.append(Scenario(g, llm="builtin", lanes_per_gpu=24, compile_slots=128 * g,
                             name="built-in policy; 24 lanes/GPU, 128 cores/GPU"))
+        out.append(Scenario(g, llm="builtin", lanes_per_gpu=64, compile_slots=256 * g,
+                            name="built-in policy; 64 lanes/GPU, 256 cores/GPU"))
         out.append(Scenario(g, llm="local_vllm", llm_concurrency=32, lanes_per_gpu=8, compile_slots=32 * g,
                             name="local vLLM, 32 concurrent; 8 lanes/GPU, 32 cores/GPU"))
         out.append(Scenario(g, llm="hosted", llm_concurrency=64, lanes_per_gpu=8, compile_slots=32 * g,

@@ -116,7 +116,7 @@ def test_simulation_shows_the_bottleneck_moving():
 
     costs = sim.DEFAULT_COSTS
     today = sim.simulate(sim.Scenario(8, llm="builtin"), costs)  # 2 lanes per GPU, as agent.campaign runs
-    wide = sim.simulate(sim.Scenario(8, llm="builtin", lanes_per_gpu=24, compile_slots=8 * 128), costs)
+    wide = sim.simulate(sim.Scenario(8, llm="builtin", lanes_per_gpu=64, compile_slots=8 * 256), costs)
     starved = sim.simulate(sim.Scenario(8, llm="builtin", lanes_per_gpu=8, compile_slots=8 * 2), costs)
     llm = sim.simulate(sim.Scenario(64, llm="hosted", llm_concurrency=8, lanes_per_gpu=8), costs)
     assert today.bottleneck == "lane latency" and max(today.busy.values()) < sim.SATURATED
@@ -124,7 +124,7 @@ def test_simulation_shows_the_bottleneck_moving():
     assert starved.bottleneck == "compile" and starved.busy["compile"] > 0.95
     assert llm.bottleneck == "llm" and llm.busy["llm"] > 0.95
     # Four times the GPUs: shorter, but not four times (31 shapes per GPU; each shape is a chain of builds).
-    wide32 = sim.simulate(sim.Scenario(32, llm="builtin", lanes_per_gpu=6, compile_slots=32 * 128), costs)
+    wide32 = sim.simulate(sim.Scenario(32, llm="builtin", lanes_per_gpu=16, compile_slots=32 * 256), costs)
     assert wide.wall_s / 4 < wide32.wall_s < wide.wall_s / 1.4 and wide32.bottleneck != "gpu"
     out = subprocess.run([sys.executable, "scripts/simulate_campaign.py", "simulate", "--gpus", "8", "--shapes", "50",
                           "--markdown"], cwd=REPO, capture_output=True, text=True, timeout=120)

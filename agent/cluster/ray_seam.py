@@ -27,6 +27,9 @@ from agent.cluster.routing import NoLiveGPU, ShapeRouter
 from evaluator.record import EvalResult
 
 
+MAX_HELD_BUILDS = 1024
+
+
 class ClusterError(CampaignError):
     """The cluster cannot run this campaign (no Ray, no GPUs, mixed models, unreachable address)."""
 
@@ -231,6 +234,10 @@ class RaySeam(Seam):
             ref = self._builds.get(h)
             if ref is None:
                 ref = self._builds[h] = self._build.remote(self._spec_ref, source, self.arch)
+                # Builds of proposals that are never evaluated (the loop found them archived) must not pile up in
+                # the object store; a dropped one is simply built again if it is evaluated after all.
+                while len(self._builds) > MAX_HELD_BUILDS:
+                    self._builds.pop(next(iter(self._builds)))
             return ref
 
     def _forget_build(self, source: str) -> None:
