@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -23,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
+from evaluator.proc import run_in_group
 from evaluator.record import COMPILE_ERROR, COMPILE_TIMEOUT, COMPILED, SCREEN_REJECTED, CompileInfo
 
 # Bump when the build recipe changes in a way the key would not see (e.g. the symbol screen's rules).
@@ -276,18 +276,7 @@ def _run(cmd: list[str], cwd: Path, deadline: float) -> tuple[int | None, str]:
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         return None, ""
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            errors="replace", start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=remaining)
-        return proc.returncode, out
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, _ = proc.communicate()
-        return None, out or ""
+    return run_in_group(cmd, remaining, cwd=str(cwd))
 
 
 MAX_LOG_CHARS = 200_000

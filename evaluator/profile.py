@@ -24,13 +24,13 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from evaluator.proc import run_in_group
 from evaluator import ncu_parse as P
 from evaluator.bottleneck import bottleneck
 from evaluator.contract import ACCUMULATORS, check_shape
@@ -107,18 +107,7 @@ def _command(exe: str, metrics: list[str], native_so: str, target: str, shape, a
 
 def _run(cmd: list[str], timeout: float, env: dict) -> tuple[int | None, str]:
     """(return code or None on timeout, stdout+stderr). The whole process group dies on timeout."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            start_new_session=True, cwd=str(Path(__file__).resolve().parent.parent))
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, out
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, _ = proc.communicate()
-        return None, out or ""
+    return run_in_group(cmd, timeout, cwd=str(Path(__file__).resolve().parent.parent), env=env)
 
 
 def profile_target(target: str, shape, native_so: str, acc: str = "fp32", timeout: float = DEFAULT_TIMEOUT,

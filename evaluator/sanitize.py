@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import sys
+from pathlib import Path
 
+from evaluator.proc import run_in_group
 from evaluator.record import CheckOutcome
 
 TOOLS = ("memcheck", "racecheck")
@@ -26,18 +27,16 @@ def run_sanitizers(so_path: str, shape, native_so: str, timeout: float = 900.0) 
             continue
         cmd = [exe, f"--tool={tool}", "--error-exitcode=99", "--print-limit=20", sys.executable, "-m",
                "evaluator.oneshot", native_so, so_path, *map(str, shape)]
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
+        rc, text = run_in_group(cmd, timeout, cwd=str(Path(__file__).resolve().parent.parent))
+        if rc is None:
             out.append(CheckOutcome(name, False, f"did not finish within {timeout:g} s"))
             continue
-        text = p.stdout + p.stderr
         # memcheck ends with "ERROR SUMMARY: N errors", racecheck with "RACECHECK SUMMARY: ... (N errors, M warnings)"
         m = re.search(r"ERROR SUMMARY: (\d+) error", text) or re.search(r"RACECHECK SUMMARY:.*?\((\d+) error", text)
         errors = int(m.group(1)) if m else None
-        ok = p.returncode == 0 and errors == 0
-        detail = "" if ok else _first_report(text, p.returncode)
-        out.append(CheckOutcome(name, ok, detail, {"errors": errors, "returncode": p.returncode}))
+        ok = rc == 0 and errors == 0
+        detail = "" if ok else _first_report(text, rc)
+        out.append(CheckOutcome(name, ok, detail, {"errors": errors, "returncode": rc}))
     return out
 
 
@@ -45,9 +44,3 @@ def _first_report(text: str, rc: int) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.startswith("=========")]
     interesting = [ln for ln in lines if any(w in ln for w in ("Invalid", "hazard", "Error", "error"))]
     return (f"exit {rc}: " + " | ".join(interesting[:4]))[:600]
-
-
-if __name__ == "__main__":  # the old entry point; the runner lives in evaluator.oneshot
-    from evaluator.oneshot import main
-
-    sys.exit(main())

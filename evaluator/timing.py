@@ -9,7 +9,6 @@ median and a 95% bootstrap interval over rounds.
 from __future__ import annotations
 
 import random
-import statistics
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -126,8 +125,3 @@ def summarise(times: dict[str, list[float]], cand_name: str, details: dict[str, 
 def _timing(name: str, ts: np.ndarray, detail: dict) -> Timing:
     return Timing(name=name, median_us=float(np.median(ts)), mean_us=float(ts.mean()), min_us=float(ts.min()),
                   samples=int(len(ts)), detail=dict(detail))
-
-
-def spread(values: list[float]) -> float:
-    """Relative spread (max-min)/median, for reporting repeatability."""
-    return (max(values) - min(values)) / statistics.median(values) if values else float("nan")
