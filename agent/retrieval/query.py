@@ -17,6 +17,7 @@ __all__ = ["Passage", "Retriever", "build_query", "approx_tokens", "StoreError"]
 _IDENT = re.compile(r"\b(?:[A-Za-z_]\w*::)*[A-Za-z_]\w*\b")
 NAME_BOOST = 0.12
 PER_SOURCE_CAP = 2
+PROSE_DECLS = ("page", "section")  # chunking.chunk_markdown's decl values
 
 
 @dataclass
@@ -60,20 +61,36 @@ class Retriever:
         facets = [ln.strip() for ln in text.splitlines() if ln.strip()]
         texts = [" ".join(facets)] + (facets if len(facets) > 1 else [])
         vecs = self._ef.embed(texts)
-        n = min(self._col.count(), max(6 * k, 30))
-        if n == 0:
-            return []
-        res = self._col.query(query_embeddings=vecs, n_results=n, include=["documents", "metadatas", "distances"])
+        n = max(10 * k, 60)
+        # Prose (notes, extra text) and code (headers, extra code) are ranked apart and then alternated: in one
+        # ranking, thousands of near-identical code chunks (the SM90 MMA atoms, say) crowd out the one page that
+        # explains the technique, while a query naming a symbol still puts that symbol's code first.
+        pools = [self._search(vecs, n, {"decl": {"$in": list(PROSE_DECLS)}}),
+                 self._search(vecs, n, {"decl": {"$nin": list(PROSE_DECLS)}})]
         ranked: list[list[Passage]] = []
         for fi in range(len(texts)):
-            cands: dict[str, Passage] = {}
-            for cid, doc, meta, dist in zip(res["ids"][fi], res["documents"][fi], res["metadatas"][fi],
-                                            res["distances"][fi]):
-                cands[cid] = _passage(doc, meta, 1.0 - float(dist))
-            self._add_named(texts[fi], vecs[fi], cands)
-            ranked.append(_dedupe(sorted(cands.values(), key=lambda p: -p.score)))
+            prose = _dedupe(sorted(pools[0][fi].values(), key=lambda p: -p.score))
+            code_cands = pools[1][fi]
+            self._add_named(texts[fi], vecs[fi], code_cands)
+            code = _dedupe(sorted(code_cands.values(), key=lambda p: -p.score))
+            ranked.append(_dedupe(_alternate(prose, code)))
         picked = _interleave(ranked, k)
         return trim_to_budget(picked, token_budget)
+
+    def _search(self, vecs: list, n: int, where: dict) -> list[dict[str, Passage]]:
+        try:
+            res = self._col.query(query_embeddings=vecs, n_results=n, where=where,
+                                  include=["documents", "metadatas", "distances"])
+        except Exception as e:  # chromadb refuses n_results beyond what matches on some versions
+            if "n_results" not in str(e) and "contigious" not in str(e) and "contiguous" not in str(e):
+                raise
+            res = self._col.query(query_embeddings=vecs, n_results=max(1, min(n, self._col.count())), where=where,
+                                  include=["documents", "metadatas", "distances"])
+        out = []
+        for fi in range(len(vecs)):
+            out.append({cid: _passage(doc, meta, 1.0 - float(dist)) for cid, doc, meta, dist in
+                        zip(res["ids"][fi], res["documents"][fi], res["metadatas"][fi], res["distances"][fi])})
+        return out
 
     def _add_named(self, text: str, vec: Any, cands: dict[str, Passage]) -> None:
         names = sorted({t.split("::")[-1] for t in _IDENT.findall(text) if _code_like(t)})
@@ -108,6 +125,16 @@ def _dedupe(ps: Iterable[Passage]) -> list[Passage]:
         seen_sym.add(s)
         per_src[p.source] = per_src.get(p.source, 0) + 1
         out.append(p)
+    return out
+
+
+def _alternate(a: list[Passage], b: list[Passage]) -> list[Passage]:
+    """a and b merged by turns, starting with the list whose best passage scores higher."""
+    if b and (not a or b[0].score > a[0].score):
+        a, b = b, a
+    out = []
+    for i in range(max(len(a), len(b))):
+        out.extend(x[i] for x in (a, b) if i < len(x))
     return out
 
 
