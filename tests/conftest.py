@@ -1,4 +1,5 @@
 import os
+import tempfile
 
 import pytest
 
@@ -16,3 +17,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def session_build_cache(monkeypatch):
+    """One temporary build cache per test session, shared by the modules that use it and the CLI processes they
+    start; set only while those tests run, so the GPU tests keep their persistent CUDAL2_CACHE (autotune choices)."""
+    if "CUDAL2_TEST_CACHE" not in os.environ:
+        os.environ["CUDAL2_TEST_CACHE"] = tempfile.mkdtemp(prefix="cudal2-test-cache-")
+    monkeypatch.setenv("CUDAL2_CACHE", os.environ["CUDAL2_TEST_CACHE"])

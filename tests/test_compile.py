@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
 import time
 import uuid
@@ -17,13 +16,7 @@ from evaluator import record as R
 from evaluator.screen import screen
 
 
-@pytest.fixture(autouse=True)
-def _session_build_cache(monkeypatch):
-    """One temporary build cache per test session, shared by these modules and the CLI processes they start; set
-    only while these tests run, so other tests keep their own CUDAL2_CACHE."""
-    if "CUDAL2_TEST_CACHE" not in os.environ:
-        os.environ["CUDAL2_TEST_CACHE"] = tempfile.mkdtemp(prefix="cudal2-test-cache-")
-    monkeypatch.setenv("CUDAL2_CACHE", os.environ["CUDAL2_TEST_CACHE"])
+pytestmark = pytest.mark.usefixtures("session_build_cache")
 
 
 KERNELS = Path(__file__).parent / "kernels"

@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,13 +15,7 @@ from agent.cli import main
 from evaluator.gpu import has_gpu
 
 
-@pytest.fixture(autouse=True)
-def _session_build_cache(monkeypatch):
-    """One temporary build cache per test session, shared by these modules and the CLI processes they start; set
-    only while these tests run, so other tests keep their own CUDAL2_CACHE."""
-    if "CUDAL2_TEST_CACHE" not in os.environ:
-        os.environ["CUDAL2_TEST_CACHE"] = tempfile.mkdtemp(prefix="cudal2-test-cache-")
-    monkeypatch.setenv("CUDAL2_CACHE", os.environ["CUDAL2_TEST_CACHE"])
+pytestmark = pytest.mark.usefixtures("session_build_cache")
 
 
 ROOT = Path(__file__).resolve().parent.parent
