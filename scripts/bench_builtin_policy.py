@@ -1,0 +1,106 @@
+"""Built-in policy benchmark (GPU machine): a campaign with the built-in model under a fixed budget, then per shape
+the best kernel's speedup against cuBLASLt-AutoTuning-max, re-measured offline and server by the evaluator
+(interleaved with the baselines in one process), with the cost of the search: GPU seconds and compile CPU seconds.
+
+    python3 scripts/bench_builtin_policy.py --shapes docs/benchmarks/dev_sample.txt --budget 8 --acc fp32 \
+        --runs-dir /tmp/runs --out docs/benchmarks
+
+Re-running the same command resumes the campaign (nothing finished is measured twice).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BASELINE = "cublaslt-autotune-max"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="docs/benchmarks/dev_sample.txt")
+    ap.add_argument("--budget", type=int, default=8, help="candidates per shape")
+    ap.add_argument("--acc", choices=["fp32", "fp16"], default="fp32")
+    ap.add_argument("--run", default=None)
+    ap.add_argument("--runs-dir", default="runs")
+    ap.add_argument("--out", default="docs/benchmarks")
+    ap.add_argument("--report-only", action="store_true", help="summarise an existing run")
+    a = ap.parse_args()
+    run = a.run or f"builtin-{a.acc}-b{a.budget}"
+    if not a.report_only:
+        cmd = [sys.executable, "-m", "agent.cli", "campaign", "--shapes", a.shapes, "--model", "builtin",
+               "--budget", str(a.budget), "--acc", a.acc, "--run", run, "--runs-dir", a.runs_dir, "--no-global",
+               "--final-modes", "offline,server"]
+        rc = subprocess.run(cmd, cwd=REPO).returncode
+        if rc == 2:
+            return 2
+    md = summarise_run(Path(a.runs_dir) / run, a)
+    out = Path(a.out) / f"builtin_policy_{a.acc}.md"
+    out.write_text(md)
+    print(md)
+    return 0
+
+
+def summarise_run(run_dir: Path, a) -> str:
+    from agent.archive import Archive
+    from agent.report import collect_rows, summarise
+
+    rows = collect_rows(run_dir)
+    archive = Archive(run_dir / "archive.sqlite")
+    gpu = rows[0].gpu if rows else "?"
+    lines = [f"# Built-in policy benchmark ({a.acc} accumulation)", "",
+             f"- device: {gpu}; date: {datetime.date.today().isoformat()}; shapes: `{a.shapes}`",
+             f"- budget: {a.budget} candidates per shape, quick timing profile during the search; each shape's best",
+             "  kernel re-measured offline and server against every baseline, interleaved in one worker process",
+             f"- command: `python3 scripts/bench_builtin_policy.py --shapes {a.shapes} --budget {a.budget} "
+             f"--acc {a.acc}`", ""]
+    for mode in ("offline", "server"):
+        sel = [r for r in rows if r.mode == mode]
+        if not sel:
+            continue
+        s = summarise(sel, BASELINE)
+        big = [r.speedup(BASELINE) for r in sel if r.log2_mnk >= 36 and r.speedup(BASELINE) is not None]
+        lines += [f"## {mode}", "",
+                  f"geomean {_f(s['geomean'])}, win rate {_pct(s['win_rate'])} over {s['n_all']} shapes, "
+                  f"shapes ≥ 2^36 FLOP: min {_f(min(big) if big else None)}, "
+                  f"geomean {_f(math.exp(sum(map(math.log, big)) / len(big)) if big else None)}; "
+                  f"max(kernel, baseline) mean {_f(s['dispatch_mean'])}", "",
+                  "| M | N | K | speedup vs AutoTuning-max | 95% CI | family | tried | correct | GPU s | compile CPU s |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in sorted(sel, key=lambda r: r.log2_mnk):
+            hist = archive.history(r.gpu, r.acc, r.shape)
+            gpu_s = sum(v.result.wall_seconds - (v.result.compile.seconds if v.result.compile else 0)
+                        for v in hist)
+            cpu_s = sum(v.result.compile.seconds for v in hist if v.result.compile and not v.result.compile.cached)
+            fam = next((v.family for v in hist if v.id == r.variant_id), "") or ""
+            ci = _ci(r)
+            lines.append(f"| {r.shape[0]} | {r.shape[1]} | {r.shape[2]} | {_f(r.speedup(BASELINE))} | {ci} | "
+                         f"{fam} | {r.tried} | {r.correct} | {gpu_s:.1f} | {cpu_s:.0f} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def _ci(r) -> str:
+    if r.result is None:
+        return "-"
+    ts = [t for n, t in r.result.baselines.items() if n.startswith("cublaslt-autotune-")]
+    if not ts:
+        return "-"
+    best = min(ts, key=lambda t: t.median_us)
+    return f"{best.speedup_ci95[0]:.3f}–{best.speedup_ci95[1]:.3f}" if best.speedup_ci95 else "-"
+
+
+def _f(x) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
