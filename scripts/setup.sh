@@ -8,7 +8,8 @@ PY=${PYTHON:-python3}
 if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
   "$PY" -m pip install -q torch==2.13.0
 fi
-"$PY" -m pip install -q -e '.[dev]'
+# EXTRAS: optional parts to install too (the tests add ray, so the cluster path is exercised).
+"$PY" -m pip install -q -e ".[${EXTRAS:-dev}]"
 # CUTLASS/CuTe headers come from the nvidia-cutlass wheel; its own dependencies are not needed for headers.
 if ! "$PY" -c 'import cutlass_library' >/dev/null 2>&1; then
   "$PY" -m pip install -q --no-deps nvidia-cutlass
