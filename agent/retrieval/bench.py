@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="write the JSON results here")
     ap.add_argument("--md", help="write the markdown report here (e.g. docs/benchmarks/retrieval.md)")
     ap.add_argument("-k", type=int, default=5)
+    ap.add_argument("--no-build", action="store_true", help="measure recall and latency of an existing --store only")
     args = ap.parse_args(argv)
     golden = load_golden()
     flt = (lambda rel, keep=frozenset(golden["subset_headers"]): rel in keep) if args.subset else None
@@ -85,8 +86,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{label}] {json.dumps(out)}", file=sys.stderr)
         return out
 
-    res["build_fresh"] = timed_build("fresh", fresh=True)
-    res["build_unchanged"] = timed_build("unchanged")
+    if args.no_build:
+        if not args.store:
+            ap.error("--no-build needs --store")
+    else:
+        res["build_fresh"] = timed_build("fresh", fresh=True)
+        res["build_unchanged"] = timed_build("unchanged")
     r = Retriever(store)
     r.query("warm up the model", k=1)
     recall, rows = recall_at_k(r, golden["questions"], k=args.k)
@@ -111,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def render_markdown(res: dict, command: str) -> str:
-    fb, ub, rk, lat = res["build_fresh"], res["build_unchanged"], res["recall_at_k"], res["query_latency_ms"]
+    rk, lat = res["recall_at_k"], res["query_latency_ms"]
     m = res["machine"]
     lines = [
         "# Retrieval benchmark",
@@ -122,16 +127,18 @@ def render_markdown(res: dict, command: str) -> str:
         "`retrieval_corpus/`. The machine is shared with other jobs: load averages are recorded, and `cpu s` (user+sys",
         "of this process) is what the work itself costs.",
         "",
-        "## Build",
-        "",
-        "| build | files | chunks | embedded | deleted | wall s | cpu s | chunking s | embedding s | load avg before / after |",
-        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, b in (("fresh (--fresh)", fb), ("again, nothing changed", ub)):
-        lines.append(f"| {name} | {b['files']} | {b['chunks']} | {b['embedded']} | {b['deleted']} | {b['wall_s']} | "
-                     f"{b['cpu_s']} | {b['chunk_s']} | {b['embed_s']} | {b['loadavg_before']} / {b['loadavg_after']} |")
-    lines += ["", f"Chunks by kind: {fb['by_kind']}.", "",
-              f"## Recall@{rk['k']} on the golden set", "",
+    if "build_fresh" in res:
+        fb, ub = res["build_fresh"], res["build_unchanged"]
+        lines += ["## Build", "",
+                  "| build | files | chunks | embedded | deleted | wall s | cpu s | chunking s | embedding s | "
+                  "load avg before / after |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for name, b in (("fresh (--fresh)", fb), ("again, nothing changed", ub)):
+            lines.append(f"| {name} | {b['files']} | {b['chunks']} | {b['embedded']} | {b['deleted']} | "
+                         f"{b['wall_s']} | {b['cpu_s']} | {b['chunk_s']} | {b['embed_s']} | "
+                         f"{b['loadavg_before']} / {b['loadavg_after']} |")
+        lines += ["", f"Chunks by kind: {fb['by_kind']}."]
+    lines += ["", f"## Recall@{rk['k']} on the golden set", "",
               f"{rk['questions']} questions from `tests/retrieval_golden.json`; a hit is an expected source among the "
               f"top {rk['k']} passages.", "",
               f"**recall@{rk['k']} = {rk['recall']}** (mean rank of hits {rk['mean_rank_of_hits']}).", ""]

@@ -17,6 +17,7 @@ __all__ = ["Passage", "Retriever", "build_query", "approx_tokens", "StoreError"]
 _IDENT = re.compile(r"\b(?:[A-Za-z_]\w*::)*[A-Za-z_]\w*\b")
 NAME_BOOST = 0.12
 PER_SOURCE_CAP = 2
+CODE_MARGIN = 0.15
 PROSE_DECLS = ("page", "section")  # chunking.chunk_markdown's decl values
 
 
@@ -128,14 +129,20 @@ def _dedupe(ps: Iterable[Passage]) -> list[Passage]:
     return out
 
 
-def _alternate(a: list[Passage], b: list[Passage]) -> list[Passage]:
-    """a and b merged by turns, starting with the list whose best passage scores higher."""
-    if b and (not a or b[0].score > a[0].score):
-        a, b = b, a
+def _alternate(prose: list[Passage], code: list[Passage]) -> list[Passage]:
+    """Prose and code merged by turns, starting with the list whose best passage scores higher. Code that scores
+    far below the best prose is only weakly related boilerplate: it goes after all the prose."""
+    if prose:
+        floor = prose[0].score - CODE_MARGIN
+        late = [p for p in code if p.score < floor]
+        code = [p for p in code if p.score >= floor]
+    else:
+        late = []
+    a, b = (code, prose) if code and (not prose or code[0].score > prose[0].score) else (prose, code)
     out = []
     for i in range(max(len(a), len(b))):
         out.extend(x[i] for x in (a, b) if i < len(x))
-    return out
+    return out + late
 
 
 def _interleave(ranked: list[list[Passage]], k: int) -> list[Passage]:
