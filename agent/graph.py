@@ -313,7 +313,9 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
         config = {"configurable": {"thread_id": tid}, "recursion_limit": 10_000}
         snap = app.get_state(config)
         resumed = already_done = False
-        if snap.values and snap.next:
+        # A kill between a node's end and the next checkpoint leaves that node's writes pending and `next` empty:
+        # without a stop_reason the thread is unfinished all the same, and invoking resumes from those writes.
+        if snap.values and (snap.next or not snap.values.get("stop_reason")):
             resumed = True
             transcript.append(thread=tid, shape=shape_l, step=snap.values.get("step", 0), node="resume", run=run,
                               input={"next": list(snap.next)})

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -194,8 +195,12 @@ def test_resume_after_sigkill_repeats_and_loses_nothing(tmp_path):
     proc2 = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc2.returncode == 0, proc2.stdout[-3000:] + proc2.stderr[-3000:]
     second = [r for r in log_records(log) if r["op"] == "eval"][len(first):]
-    again = {(tuple(r["shape"]), r["hash"]) for r in second if r["mode"] == "offline"}
-    assert not (again & archived), f"finished evaluations repeated after the resume: {again & archived}"
+    again = Counter((tuple(r["shape"]), r["hash"]) for r in second if r["mode"] == "offline")
+    # A shape whose search ended before the kill but whose winner was not yet re-measured gets that final offline
+    # measurement after the resume: one evaluation of its best kernel is the final, not a repeat.
+    best = {(tuple(s), archive.best(GPU, "fp32", s).source_hash) for _, _, s in archive.shapes()}
+    repeated = {k: c for k, c in again.items() if k in archived and c > (1 if k in best else 0)}
+    assert not repeated, f"finished evaluations repeated after the resume: {repeated}"
     final = {(tuple(s), v.source_hash) for _, _, s in archive.shapes() for v in archive.history(GPU, "fp32", s)}
     assert archived <= final, "evaluations archived before the kill were lost"
     for s in shapes:
