@@ -388,7 +388,7 @@ def compile_kernel(source: str, arch: str | None = None, *, extra_flags: Sequenc
             cmd_l = [nvcc, "-shared", *gencode_flags(arch), "kernel.o", *link, "-o", "kernel.so"]
             rc, out = _run(cmd_l, build_dir, deadline)
             log += "$ " + " ".join(cmd_l) + "\n" + out
-        info.seconds = time.monotonic() - started
+        info.seconds = info.build_seconds = time.monotonic() - started
         if rc is None:
             info.log = _clip(f"{TIMEOUT_PREFIX} nvcc did not finish within {timeout:g} s and was killed\n" + log)
             shutil.rmtree(build_dir, ignore_errors=True)

@@ -38,7 +38,8 @@ class CompileInfo:
     source_hash: str
     cache_key: str
     cached: bool = False
-    seconds: float = 0.0
+    seconds: float = 0.0  # this call: the nvcc build, or the cache look-up when cached
+    build_seconds: float = 0.0  # the nvcc build that made the library, kept on cache hits (the compile cost)
     log: str = ""
     so_path: str | None = None
     registers: int | None = None  # per thread, of the heaviest kernel in the file

@@ -69,13 +69,13 @@ def summarise_run(run_dir: Path, a) -> str:
                   f"shapes ≥ 2^36 FLOP: min {_f(min(big) if big else None)}, "
                   f"geomean {_f(math.exp(sum(map(math.log, big)) / len(big)) if big else None)}; "
                   f"max(kernel, baseline) mean {_f(s['dispatch_mean'])}", "",
-                  "| M | N | K | speedup vs AutoTuning-max | 95% CI | family | tried | correct | GPU s | compile CPU s |",
+                  "| M | N | K | speedup vs AutoTuning-max | 95% CI | family | tried | correct | GPU s | nvcc s (one core each) |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(sel, key=lambda r: r.log2_mnk):
             hist = archive.history(r.gpu, r.acc, r.shape)
             gpu_s = sum(v.result.wall_seconds - (v.result.compile.seconds if v.result.compile else 0)
                         for v in hist)
-            cpu_s = sum(v.result.compile.seconds for v in hist if v.result.compile and not v.result.compile.cached)
+            cpu_s = sum(v.result.compile.build_seconds for v in hist if v.result.compile)
             fam = next((v.family for v in hist if v.id == r.variant_id), "") or ""
             ci = _ci(r)
             lines.append(f"| {r.shape[0]} | {r.shape[1]} | {r.shape[2]} | {_f(r.speedup(BASELINE))} | {ci} | "

@@ -233,3 +233,12 @@ ptxas info    : Used 8 registers, used 0 barriers, 352 bytes cmem[0]
     assert ks[1]["registers"] == 8 and ks[1]["smem_bytes"] == 0
     # Deep CUTLASS template names that c++filt gives up on still get a readable short name.
     assert C._short_name("_ZN7cutlass6KernelINS_4gemm6kernel4GemmINS1_11threadblock") == "cutlass::Kernel<...>"
+
+
+def test_cache_hit_keeps_the_build_cost():
+    src = (KERNELS / "reference_naive.cu").read_text() + "\n// build-cost probe\n"
+    first = C.compile_kernel(src, "sm_80")
+    again = C.compile_kernel(src, "sm_80")
+    assert first.ok and again.ok and again.cached and not first.cached
+    assert first.build_seconds > 0 and again.build_seconds == first.build_seconds
+    assert again.seconds < first.build_seconds
