@@ -112,7 +112,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------- campaign
 
 def cmd_campaign(args: argparse.Namespace) -> int:
-    from agent.campaign import CampaignConfig, CampaignError, EvaluatorSeam, global_archive_path, run_campaign
+    from agent.campaign import CampaignConfig, CampaignError, EvaluatorSeam, global_archive_path
     from agent.config import ConfigError, load_model_config
     from agent.shapes import ShapeFileError, load_shapes
 

@@ -104,7 +104,7 @@ def test_progress_archive_finals_and_global_seeding(tmp_path):
     for s in ("64x64x64", "128x256x512"):
         assert f"[{s}] start" in out and f"[{s}] done (budget_candidates)" in out
         assert f"[{s}] eval ok" in out and f"[{s}] eval compile_error" in out
-        assert f"tried 6/6" in out
+        assert "tried 6/6" in out
     assert "Lt-auto=" in out and "ETA" in out
     arch = Archive(cfg.run_dir / "archive.sqlite")
     for s in shapes:

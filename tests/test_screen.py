@@ -145,8 +145,8 @@ def test_bad_sources_are_refused_with_the_reason(name):
 
 def test_reasons_carry_line_numbers():
     reasons = screen(with_body("  int x = 0;\n  cudaDeviceSynchronize();"))
-    assert reasons == [f"line 6: cudaDeviceSynchronize: synchronizes the host with the device; a candidate only "
-                       f"enqueues work on `stream` and returns"]
+    assert reasons == ["line 6: cudaDeviceSynchronize: synchronizes the host with the device; a candidate only "
+                       "enqueues work on `stream` and returns"]
 
 
 def test_hostile_screen_cases_are_refused_by_the_text_screen():
