@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On a lent GPU machine (no network): install the carried wheels (.whl/, see docs/evaluator.md), run every GPU test,
+# On a lent GPU machine (no network): install the carried wheels (.whl/, from scripts/fetch_device_wheels.sh), run every GPU test,
 # then the README's main job (the quickstart campaign) and its report. Logs go to $OUT (or ./device-out).
 set -uo pipefail
 OUT=${OUT:-device-out}; mkdir -p "$OUT"
