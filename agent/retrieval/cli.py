@@ -19,6 +19,8 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--extra", metavar="DIR", help="a directory of your own notes (.md/.txt) or code (.h/.hpp/.cu)")
     b.add_argument("--store", metavar="PATH", help=store_help)
     b.add_argument("--no-headers", action="store_true", help="notes (and --extra) only; fast")
+    b.add_argument("--all-archs", action="store_true",
+                   help="also ingest the Blackwell (sm100/sm120) headers; by default only the targeted archs")
     b.add_argument("--fresh", action="store_true", help="delete the store first (for a corrupt store)")
     b.add_argument("-q", "--quiet", action="store_true")
     b.set_defaults(func=_build)
@@ -38,9 +40,10 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from .store import build, print_progress
+    from .store import build, print_progress, targeted_headers
     try:
         rep = build(store=args.store, cutlass=args.cutlass, extra=args.extra, include_headers=not args.no_headers,
+                    header_filter=None if args.all_archs else targeted_headers,
                     fresh=args.fresh, log=None if args.quiet else print_progress)
     except StoreError as e:
         print(f"error: {e}", file=sys.stderr)
