@@ -110,9 +110,9 @@ def _fill(res: R.EvalResult, out: dict) -> None:
     if out.get("seed") is not None:
         res.gpu["seed"] = out["seed"]
     if out.get("candidate"):
-        res.candidate = R._timing(out["candidate"])
+        res.candidate = R.Timing.from_dict(out["candidate"])
         res.candidate.detail["timing"] = out.get("timing_meta", {})
-    res.baselines = {k: R._timing(v) for k, v in out.get("baselines", {}).items()}
+    res.baselines = {k: R.Timing.from_dict(v) for k, v in out.get("baselines", {}).items()}
 
 
 def time_baselines(shape, *, acc: str = "fp32", mode: str = "offline", profile: str = "quick",
@@ -127,4 +127,4 @@ def time_baselines(shape, *, acc: str = "fp32", mode: str = "offline", profile: 
                    INACTIVITY_TIMEOUT[profile], gpu=gpu)
     if out.get("status") != R.OK:
         raise RuntimeError(f"baseline timing failed: {out.get('status')}: {out.get('reason')}")
-    return {k: R._timing(v) for k, v in out["baselines"].items()}
+    return {k: R.Timing.from_dict(v) for k, v in out["baselines"].items()}

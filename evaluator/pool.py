@@ -170,7 +170,8 @@ class WorkerPool:
                 if w is not None:
                     self.replacements += 1
                     w.close()
-                so = self._native_so or "" if self._worker_argv else self.native_so()
+                # Another worker program (tests) may need no native library: do not build one for it.
+                so = (self._native_so or "") if self._worker_argv else self.native_so()
                 w = self._workers[g] = WorkerProcess(g, so, argv=self._worker_argv)
             try:
                 res = w.request(req, inactivity_timeout, on_progress)

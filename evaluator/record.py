@@ -72,6 +72,13 @@ class Timing:
     speedup_ci95: tuple[float, float] | None = None  # bootstrap over rounds
     detail: dict[str, Any] = field(default_factory=dict)  # e.g. the cuBLASLt algorithm chosen
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Timing":
+        d = dict(d)
+        if d.get("speedup_ci95") is not None:
+            d["speedup_ci95"] = tuple(d["speedup_ci95"])
+        return cls(**d)
+
 
 @dataclass
 class EvalResult:
@@ -136,18 +143,11 @@ class EvalResult:
             d["compile"] = CompileInfo(**d["compile"])
         d["checks"] = [CheckOutcome(**c) for c in d.get("checks", [])]
         if d.get("candidate") is not None:
-            d["candidate"] = _timing(d["candidate"])
-        d["baselines"] = {k: _timing(v) for k, v in d.get("baselines", {}).items()}
+            d["candidate"] = Timing.from_dict(d["candidate"])
+        d["baselines"] = {k: Timing.from_dict(v) for k, v in d.get("baselines", {}).items()}
         d["shape"] = tuple(d.get("shape", (0, 0, 0)))
         return cls(**d)
 
     @classmethod
     def from_json(cls, s: str) -> "EvalResult":
         return cls.from_dict(json.loads(s))
-
-
-def _timing(d: dict[str, Any]) -> Timing:
-    d = dict(d)
-    if d.get("speedup_ci95") is not None:
-        d["speedup_ci95"] = tuple(d["speedup_ci95"])
-    return Timing(**d)
