@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -121,23 +122,26 @@ def test_priors_follow_the_paper():
     assert math.isclose(sum(priors.family_shares((64, 64, 64), "sm_90a").values()), 1.0)
 
 
-def test_proposals_written_to_a_folder_compile(tmp_path):
-    """What `cudal2 propose` writes: contract sources + an index; the `small` ones are built for real here (the
-    CUTLASS ones are covered by test_families' compile sample)."""
+def test_cudal2_propose_output_compiles_with_eval_compile_only(tmp_path):
+    """What `cudal2 propose --model builtin` writes: contract sources + manifest.json; the `small` ones go through
+    `cudal2 eval --compile-only` for real here (the CUTLASS ones are covered by test_families' compile sample)."""
     import json
+    import subprocess
+    import sys
 
-    from agent.policy import propose_to_dir
-    from evaluator.api import compile_only
-
-    paths = propose_to_dir((64, 64, 256), tmp_path, n=6, seed=3)
-    index = json.loads((tmp_path / "candidates.json").read_text())
-    assert [c["file"] for c in index["candidates"]] == [p.name for p in paths]
-    assert index["shape"] == [64, 64, 256]
-    small_files = [tmp_path / c["file"] for c in index["candidates"] if c["family"] == "small"][:2]
+    repo = Path(__file__).resolve().parents[1]
+    cli = [sys.executable, "-m", "agent.cli"]
+    r = subprocess.run([*cli, "propose", "--shape", "64", "64", "256", "--model", "builtin", "-n", "6",
+                        "--no-retrieval", "--out", str(tmp_path)], cwd=repo, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["shape"] == [64, 64, 256] and len(manifest["candidates"]) == 6
+    small_files = [tmp_path / c["file"] for c in manifest["candidates"] if c["family"] == "small"][:2]
     assert small_files
     for f in small_files:
-        res = compile_only(f.read_text(), (64, 64, 256), arch="sm_90a")
-        assert res.status == "compiled", res.reason
+        r = subprocess.run([*cli, "eval", str(f), "--shape", "64", "64", "256", "--compile-only", "--arch", "sm_90a"],
+                           cwd=repo, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
 
 
 def test_foreign_history_records_are_tolerated():

@@ -1,5 +1,5 @@
-"""The built-in search policy (no LLM needed): `BuiltinPolicy(seed).propose(shape, acc, arch, history, n, seeds)`."""
+"""The built-in search policy (no LLM needed): `BuiltinPolicy(seed).propose(shape, acc, arch, history, n, seeds)`.
+`cudal2 propose --model builtin` writes its candidates to a folder."""
 from .builtin import BuiltinPolicy, Candidate
-from .export import propose_to_dir, write_candidates
 
-__all__ = ["BuiltinPolicy", "Candidate", "propose_to_dir", "write_candidates"]
+__all__ = ["BuiltinPolicy", "Candidate"]
