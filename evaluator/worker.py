@@ -116,7 +116,7 @@ class Worker:
             phases = req.get("phases", ["checks", "timing"])
             try:
                 if "checks" in phases:
-                    checker.run()
+                    checker.run(ref)
             except Unsupported as e:
                 return {**result, "status": R.UNSUPPORTED_SHAPE, "reason": str(e), "checks": _checks(checker)}
             except CudaFault as e:
