@@ -14,6 +14,8 @@ SHAPES = [(64, 64, 256), (64, 8192, 4096), (1024, 12288, 256), (8192, 4096, 1638
 SMALL_OK = {"bm": 16, "bn": 32, "bk": 64, "wm": 1, "wn": 2, "stages": 4, "split_k": 4}
 AMPERE_OK = {"bm": 160, "bn": 128, "bk": 64, "wm": 2, "wn": 4, "stages": 4, "prefetch": 3, "sw_b": 3, "sw_m": 3,
              "sw_s": 3, "block_swizzle": 8, "reg_pipeline": True, "epilogue": "smem", "split_k": 2, "acc": "fp32"}
+SMALL_CLUSTER = {"bm": 64, "bn": 64, "bk": 64, "wm": 2, "wn": 2, "stages": 3, "split_k": 1, "cluster_k": 8,
+                 "epi": "smem"}
 HOPPER_OK = {"tile_m": 128, "tile_n": 256, "tile_k": 64, "cluster_m": 2, "cluster_n": 1, "schedule": "cooperative",
              "scheduler": "persistent", "splits": 1, "raster": "along_n", "swizzle": 4, "stages": 0,
              "b_operand": "col", "swap_ab": False, "acc": "fp32"}
@@ -71,6 +73,32 @@ def test_infeasible_configs_are_refused_before_any_compile(family, base, change,
         families.render(family, p, (8192, 4096, 64 if "split_k" in change else 16384), "sm_90a")
 
 
+def test_cluster_split_and_smem_epilogue_rules():
+    assert small.feasible(SMALL_CLUSTER, (64, 2048, 4096), "sm_90a") == (True, "")
+    ok, why = small.feasible(SMALL_CLUSTER, (64, 2048, 4096), "sm_80")
+    assert not ok and "sm_90" in why
+    for change, reason in (({"split_k": 2}, "use one"), ({"epi": "direct"}, "epi=smem")):
+        ok, why = small.feasible(dict(SMALL_CLUSTER, **change), (64, 2048, 4096), "sm_90a")
+        assert not ok and reason in why, why
+    ok, why = small.feasible(SMALL_CLUSTER, (64, 2048, 256), "sm_90a")  # 4 k-tiles for 8 CTAs
+    assert not ok and "empty splits" in why
+    # the smem epilogue alone runs everywhere; its fp32 tile counts against shared memory
+    assert small.feasible(dict(SMALL_CLUSTER, cluster_k=1), (1024, 2048, 64), "sm_80")[0]
+    assert small.smem_bytes(dict(SMALL_OK, bm=128, bn=256, stages=2, epi="smem")) == 128 * 264 * 4
+
+
+def test_knobs_at_their_default_keep_the_earlier_identity():
+    """cluster_k/epi came after the first archives: spelled out at their defaults they name the same candidate."""
+    spelled = dict(SMALL_OK, cluster_k=1, epi="direct")
+    assert small.validate(spelled) == SMALL_OK
+    assert small.render(spelled) == small.render(SMALL_OK)
+    assert families.full_params("small", SMALL_OK)["cluster_k"] == 1
+    assert families.normal_params("small", dict(SMALL_CLUSTER)) == SMALL_CLUSTER
+    src = small.render(SMALL_CLUSTER)
+    assert "__cluster_dims__(1, 1, CLUSTER_K)" in src and "map_shared_rank" in src
+    assert "cluster" not in small.render(SMALL_OK).split("// params")[1].split("namespace")[0]
+
+
 def test_shape_constraints():
     assert not small.feasible(SMALL_OK, (64, 63, 256), "sm_90a")[0]  # N not a multiple of 8
     assert not ampere_cute.feasible(AMPERE_OK, (4096, 4096, 4104), "sm_90a")[0]  # K % bk
@@ -103,7 +131,8 @@ def test_sample_of_each_family_compiles_with_nvcc():
         (ampere_cute.render(dict(AMPERE_OK, bm=64, bn=64, bk=32, sw_b=2, wm=2, wn=2, split_k=1, acc="fp16",
                                  epilogue="direct", reg_pipeline=False, block_swizzle=1)), "sm_80"),
         (small.render(SMALL_OK), "sm_90a"),
-        (small.render(dict(SMALL_OK, split_k=1, bm=32, wm=2)), "sm_80"),
+        (small.render(SMALL_CLUSTER), "sm_90a"),
+        (small.render(dict(SMALL_OK, split_k=1, bm=32, wm=2, epi="smem")), "sm_80"),
     ]
     with ThreadPoolExecutor(max_workers=2) as pool:
         infos = list(pool.map(lambda j: compile_mod.compile_kernel(j[0], j[1], timeout=900), jobs))
@@ -118,6 +147,8 @@ def test_sample_of_each_family_compiles_with_nvcc():
 @pytest.mark.parametrize("family,params,shape", [
     ("small", SMALL_OK, (64, 512, 2048)),
     ("small", dict(SMALL_OK, split_k=1), (512, 64, 64)),
+    ("small", SMALL_CLUSTER, (64, 2048, 4096)),  # cluster split-K, reduced through distributed shared memory
+    ("small", dict(SMALL_CLUSTER, cluster_k=1, bm=128, bn=128, wm=2, wn=4, stages=2), (1000, 2048, 64)),
     ("ampere_cute", AMPERE_OK, (1000, 1000, 1024)),  # shifted edge tiles and split-K
     ("ampere_cute", dict(AMPERE_OK, bm=64, bn=64, wm=2, wn=2, split_k=1, epilogue="direct"), (512, 512, 64)),
     ("hopper_wgmma", HOPPER_OK, (4096, 1024, 12288)),

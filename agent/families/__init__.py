@@ -35,10 +35,20 @@ def render(family: str, params: dict[str, Any], shape: tuple[int, int, int] | No
     return mod.render(params)
 
 
+def full_params(family: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Every knob spelled out: the canonical params leave out knobs at their default (a family's DEFAULTS)."""
+    return {**getattr(get(family), "DEFAULTS", {}), **params}
+
+
+def normal_params(family: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The canonical form (defaults left out); raises ValueError for unknown knobs or values."""
+    return get(family).validate(params)
+
+
 def needs_cutlass(family: str) -> bool:
     """Whether the family's sources include CUTLASS/CuTe headers (the compile needs cutlass_include_dirs())."""
     return bool(getattr(get(family), "NEEDS_CUTLASS", False))
 
 
 __all__ = ["ARCHS", "FAMILY_NAMES", "arch_limits", "candidate_name", "canonical", "cutlass_include_dirs",
-           "families", "get", "needs_cutlass", "render"]
+           "families", "full_params", "get", "needs_cutlass", "normal_params", "render"]

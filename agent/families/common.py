@@ -118,11 +118,12 @@ def splitk_problem(kt: int, split_k: int, tiles: int, tile_elems: int) -> str:
     return ""
 
 
-def render_feasible(family: str, template: str, p: dict[str, Any], feasible, **extra: Any) -> str:
+def render_feasible(family: str, template: str, p: dict[str, Any], feasible, defaults: dict[str, Any] | None = None,
+                    **extra: Any) -> str:
     """Render a validated config after the most permissive feasibility check (sm_90a); feasible() with the real
-    target and shape is the caller's gate before compiling."""
+    target and shape is the caller's gate before compiling. `defaults` fill knobs that the canonical params omit."""
     ok, why = feasible(p, None, "sm_90a")
     if not ok:
         raise ValueError(f"infeasible {family} config: {why}")
-    return render_template(template, params_json=canonical(p), **extra, **p)
+    return render_template(template, params_json=canonical(p), **extra, **{**(defaults or {}), **p})
 

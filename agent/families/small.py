@@ -17,16 +17,25 @@ DOMAIN: dict[str, tuple] = {
     "wn": (1, 2, 4, 8),
     "stages": (2, 3, 4, 5, 6),
     "split_k": (1, 2, 3, 4, 6, 8, 12, 16),
+    "cluster_k": (1, 2, 4, 8),
+    "epi": ("direct", "smem"),
 }
+# Knobs added after the first configs were measured: at their default they are left out of the canonical params,
+# so earlier candidates keep their identity (name, archive key, build cache).
+DEFAULTS: dict[str, Any] = {"cluster_k": 1, "epi": "direct"}
 
 
 def validate(params: dict[str, Any]) -> dict[str, Any]:
-    check_keys(params, DOMAIN)
-    return dict(params)
+    full = {**DEFAULTS, **params}
+    check_keys(full, DOMAIN)
+    return {k: v for k, v in full.items() if not (k in DEFAULTS and v == DEFAULTS[k])}
 
 
 def smem_bytes(p: dict[str, Any]) -> int:
-    return p["stages"] * (p["bm"] * (p["bk"] + 8) + p["bk"] * (p["bn"] + 8)) * 2
+    pipe = p["stages"] * (p["bm"] * (p["bk"] + 8) + p["bk"] * (p["bn"] + 8)) * 2
+    if p.get("epi", "direct") == "smem" or p.get("cluster_k", 1) > 1:
+        return max(pipe, p["bm"] * (p["bn"] + 8) * 4)  # the fp32 tile reuses the pipeline buffers
+    return pipe
 
 
 def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: str) -> tuple[bool, str]:
@@ -37,6 +46,14 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
     lim = arch_limits(arch)
     if lim.sm < 80:
         return False, f"{arch}: mma.sync m16n8k16 + cp.async need sm_80+"
+    ck = p.get("cluster_k", 1)
+    if ck > 1:
+        if lim.sm < 90:
+            return False, f"cluster_k={ck}: thread-block clusters and distributed shared memory need sm_90"
+        if p["split_k"] > 1:
+            return False, "cluster_k and split_k are two ways to split K; use one"
+        if p.get("epi", "direct") != "smem":
+            return False, "cluster_k reduces through shared memory: it goes with epi=smem"
     wtm, wtn = p["bm"] // p["wm"], p["bn"] // p["wn"]
     if p["bm"] % p["wm"] or p["bn"] % p["wn"] or wtm % 16 or wtn % 16:
         return False, f"warp tile {p['bm']}/{p['wm']}x{p['bn']}/{p['wn']} is not a multiple of 16x16"
@@ -61,6 +78,8 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         tiles = ceil_div(m, p["bm"]) * ceil_div(n, p["bn"])
         if p["split_k"] > 1 and (why := splitk_problem(kt, p["split_k"], tiles, p["bm"] * p["bn"])):
             return False, why
+        if ck > 1 and (ck > kt or ceil_div(kt, ceil_div(kt, ck)) < ck):
+            return False, f"cluster_k={ck} leaves empty splits of {kt} k-tiles"
         if ceil_div(m, p["bm"]) > 65535:
             return False, "grid.y over 65535"
         if p["bk"] > 2 * max(k, 16) and p["bk"] > 32:
@@ -69,7 +88,7 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
 
 
 def render(params: dict[str, Any]) -> str:
-    return render_feasible("small", TEMPLATE, validate(params), feasible, ws_floats=WS_FLOATS)
+    return render_feasible("small", TEMPLATE, validate(params), feasible, defaults=DEFAULTS, ws_floats=WS_FLOATS)
 
 
 def _warp_layouts(bm: int, bn: int) -> list[tuple[int, int]]:
@@ -89,8 +108,17 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
             continue
         for wm, wn in _warp_layouts(bm, bn):
             for stages in (2, 3, 4, 5):
-                for split in DOMAIN["split_k"]:
-                    p = {"bm": bm, "bn": bn, "bk": bk, "wm": wm, "wn": wn, "stages": stages, "split_k": split}
+                for split, ck, epi in _k_splits(arch):
+                    p = validate({"bm": bm, "bn": bn, "bk": bk, "wm": wm, "wn": wn, "stages": stages,
+                                  "split_k": split, "cluster_k": ck, "epi": epi})
                     if feasible(p, shape, arch)[0]:
                         out.append(p)
+    return out
+
+
+def _k_splits(arch: str) -> list[tuple[int, int, str]]:
+    """(split_k, cluster_k, epi) combinations: workspace split-K with either epilogue, or a cluster split."""
+    out = [(s, 1, e) for s in DOMAIN["split_k"] for e in DOMAIN["epi"]]
+    if arch_limits(arch).sm >= 90:
+        out += [(1, c, "smem") for c in DOMAIN["cluster_k"] if c > 1]
     return out

@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from agent.families import FAMILY_NAMES, candidate_name, canonical, get
+from agent.families import FAMILY_NAMES, candidate_name, canonical, full_params, get, normal_params
 from agent.families.common import ARCHS
 from . import costmodel, priors
 
@@ -101,7 +101,7 @@ def _ctas(family: str, p: dict[str, Any], shape) -> int:
     if family == "hopper_wgmma":
         pm, pn = (n, m) if p["swap_ab"] else (m, n)
         return -(-pm // p["tile_m"]) * -(-pn // p["tile_n"]) * p["splits"]
-    return -(-m // p["bm"]) * -(-n // p["bn"]) * p["split_k"]
+    return -(-m // p["bm"]) * -(-n // p["bn"]) * max(p["split_k"], p.get("cluster_k", 1))
 
 
 def _tile_area(family: str, p: dict[str, Any]) -> int:
@@ -276,18 +276,19 @@ class BuiltinPolicy:
             if s.get("speedup") is not None:
                 why += f" (speedup {float(s['speedup']):.3f})"
             pool.append((p, why))
-            for q in _mutations(mod.DOMAIN, p, rng)[:8]:
+            for q in _mutations(mod.DOMAIN, full_params(fam, p), rng)[:8]:
                 pool.append((_repair(fam, q), why + ", adapted"))
         best = sorted(obs[fam], key=lambda t: (-t[1], canonical(t[0])))[:4]
         for p, ls in best:
             label = self._labels.get((fam, canonical(p)))
+            p = full_params(fam, p)
             for q in _mutations(mod.DOMAIN, p, rng):
                 q = _repair(fam, q)
                 changed = ", ".join(f"{k} {p[k]}->{q[k]}" for k in q if q[k] != p.get(k))
                 why = f"mutation of measured {math.exp(ls):.3f}x config: {changed}"
                 if label:
                     why += f" (parent {label})"
-                    self._parents[(fam, canonical(q))] = (p, label)
+                    self._parents[(fam, canonical(normal_params(fam, q)))] = (p, label)
                 pool.append((q, why))
         space = self._space(fam, shape, acc, arch)
         k = min(len(space), RANDOM_SAMPLE * (4 if wide else 1))
@@ -295,6 +296,10 @@ class BuiltinPolicy:
             pool.append((p, "exploration sample of the feasible space"))
         out, keys = [], set()
         for p, why in pool:
+            try:
+                p = normal_params(fam, p)
+            except ValueError:
+                continue  # a seed from an older or foreign archive with knobs this family no longer has
             key = canonical(p)
             if key in keys:
                 continue
@@ -315,7 +320,9 @@ class BuiltinPolicy:
             if (fam, canonical(p)) in seen:
                 continue
             t = costmodel.estimate_us(fam, p, shape, arch)
-            dists = sorted(((_knob_distance(dom, p, q), r) for q, r in resid), key=lambda x: x[0])[:KNN]
+            pf = full_params(fam, p)
+            dists = sorted(((_knob_distance(dom, pf, full_params(fam, q)), r) for q, r in resid),
+                           key=lambda x: x[0])[:KNN]
             if dists:
                 # local correction: neighbours one or two knobs away dominate; far ones fade into the family mean
                 fam_mean = sum(r for _, r in resid) / len(resid)
@@ -327,10 +334,10 @@ class BuiltinPolicy:
                 explore = 0.08
             penalty = 0.0
             for q in fails[fam]:
-                if _knob_distance(dom, p, q) < 0.12:
+                if _knob_distance(dom, pf, full_params(fam, q)) < 0.12:
                     penalty += 0.4
             for q in self._spilled.get(fam, ()):
-                if _knob_distance(dom, p, q) < 0.12:
+                if _knob_distance(dom, pf, full_params(fam, q)) < 0.12:
                     penalty += 0.15  # register spills: neighbours with the same tile and warp shape spill too
             parent = self._parents.get((fam, canonical(p)))
             if parent is not None:

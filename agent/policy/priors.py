@@ -27,7 +27,12 @@ def family_shares(shape: tuple[int, int, int], arch: str) -> dict[str, float]:
     # Evaluator (offline, GPU time per call) on the H200: on launch-bound shapes ampere_cute without split-K was
     # as fast as or faster than `small` (2.7-2.9 us against cuBLASLt's ~3.0 us floor); split-K's second pass costs
     # ~1.5 us there. Hence the even split below 2^31 FLOP.
-    if f < 2 ** 31:
+    m, n, _ = shape
+    if f < 2 ** 31 and m * n >= 2 ** 19:
+        # Output-bound small-K shapes (128x4096x128, 1024x2048x64, 128x16384x64): a persistent CUTLASS 128x128 tile
+        # with the TMA epilogue measured 0.83-0.90 of cuBLASLt there, mma.sync families 0.73-0.79.
+        shares = {"small": 0.3, "ampere_cute": 0.3, "hopper_wgmma": 0.4}
+    elif f < 2 ** 31:
         shares = {"small": 0.5, "ampere_cute": 0.5, "hopper_wgmma": 0.0}
     elif f < SMALL_FLOP:
         shares = {"small": 0.35, "ampere_cute": 0.35, "hopper_wgmma": 0.3}
@@ -112,11 +117,26 @@ def hopper_prior(shape: tuple[int, int, int], acc: str) -> dict[str, Any]:
             "b_operand": "col", "swap_ab": swap, "acc": acc}
 
 
-def small_priors(shape: tuple[int, int, int]) -> list[dict[str, Any]]:
+def small_cluster_prior(shape: tuple[int, int, int]) -> dict[str, Any] | None:
+    """Skinny M with a long K on sm_90: split K over an 8-CTA cluster reduced through distributed shared memory.
+    Measured on the H200: 64x128x1024 at 0.86 of cuBLASLt (best of any family), 64x512x2048 at 0.83."""
+    m, n, k = shape
+    if m > 128 or k < 1024:
+        return None
+    bm = 64 if m <= 64 else 128
+    bn = max((b for b in (16, 32, 64, 128) if ceil_div(m, bm) * ceil_div(n, b) * 8 >= 128), default=16)
+    wm, wn = (4, 1) if bn == 16 else (2, 2) if bn <= 64 else (2, 4)
+    return {"bm": bm, "bn": bn, "bk": 64, "wm": wm, "wn": wn, "stages": 3, "split_k": 1, "cluster_k": 8,
+            "epi": "smem"}
+
+
+def small_priors(shape: tuple[int, int, int], arch: str = "sm_90a") -> list[dict[str, Any]]:
     """The prior plus the two narrow-tile variants that won every launch-bound shape in our first H200 sweep
-    (16-row tiles, 2-4 warps, split-K up to ~1-2 CTAs per SM)."""
+    (16-row tiles, 2-4 warps, split-K up to ~1-2 CTAs per SM), and on sm_90 the cluster split for skinny long K."""
     out = [small_prior(shape)]
     m, n, k = shape
+    if arch in ("sm_90a", "sm_90") and (c := small_cluster_prior(shape)):
+        out.insert(0, c)
     if out[0]["split_k"] > 1 and k <= 512:
         out.insert(0, dict(out[0], split_k=1, stages=max(2, min(4, ceil_div(k, out[0]["bk"])))))
     for bn, wn in ((32, 2), (64, 4)):
@@ -137,6 +157,14 @@ def hopper_priors(shape: tuple[int, int, int], acc: str) -> list[dict[str, Any]]
     m, n, k = shape
     base = hopper_prior(shape, acc)
     out = [base]
+    if k <= 512:
+        # Few k-tiles: no stream-K, 128x128 tiles so that the output spreads over the SMs (measured best on
+        # 1024x2048x64, 128x16384x64: cooperative; 1024x12288x256: ping-pong at 0.95 of cuBLASLt).
+        flat = dict(base, cluster_m=1, cluster_n=1, scheduler="persistent", splits=1, swap_ab=False,
+                    raster="heuristic", swizzle=1)
+        out = [dict(flat, tile_m=128, tile_n=128, schedule="cooperative"),
+               dict(flat, tile_m=128, tile_n=128, schedule="pingpong"),
+               dict(flat, tile_m=64, tile_n=128, schedule="pingpong")] + out
     if base["schedule"] == "cooperative":
         out.append(dict(base, raster="along_n", swizzle=4, scheduler="persistent", splits=1))
         if base["tile_m"] == 128 and base["tile_n"] == 256:
@@ -150,7 +178,11 @@ def hopper_priors(shape: tuple[int, int, int], acc: str) -> list[dict[str, Any]]
         kt = ceil_div(k, 64)
         if tiles >= 66 or kt < 16:
             continue
-        splits = max((s for s in (2, 3, 4, 8) if tiles * s <= 200 and kt // s >= 8), default=1)
+        # Stream-K's split-K fixup costs 2-4 us per doubling of splits on the H200 (64x8192x4096: persistent 0.96,
+        # 2 splits 0.79, 4 splits 0.73), so the persistent tile comes first and splits stay at 2.
+        out.append(dict(base, tile_m=tm, tile_n=tn, schedule="cooperative", scheduler="persistent", splits=1,
+                        swap_ab=swap, cluster_m=1, cluster_n=1, raster="heuristic", swizzle=1))
+        splits = 2 if tiles * 2 <= 200 and kt // 2 >= 8 else 1
         if splits > 1:
             out.append(dict(base, tile_m=tm, tile_n=tn, schedule="cooperative", scheduler="streamk", splits=splits,
                             swap_ab=swap, cluster_m=1, cluster_n=1, raster="heuristic", swizzle=1))
@@ -175,7 +207,7 @@ def ampere_priors(shape: tuple[int, int, int], acc: str) -> list[dict[str, Any]]
 
 def priors(family: str, shape: tuple[int, int, int], acc: str, arch: str) -> list[dict[str, Any]]:
     if family == "small":
-        return small_priors(shape)
+        return small_priors(shape, arch)
     if family == "ampere_cute":
         return ampere_priors(shape, acc)
     if family == "hopper_wgmma":
