@@ -392,6 +392,7 @@ class CampaignConfig:
     n_per_step: int = 4
     compile_workers: int | None = None
     retrieve: bool = True
+    lanes: int | None = None  # shapes worked on at once; None: the seam's (two per GPU)
 
     @property
     def run_dir(self) -> Path:
@@ -441,7 +442,7 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
     transcript = Transcript(run_dir / "transcript.jsonl", run=cfg.run)
     gdb = Archive(cfg.global_archive) if cfg.global_archive else None
     cdb = CampaignDB(run_dir / "campaign.sqlite")
-    lanes = max(1, min(seam.lanes, len(cfg.shapes)))
+    lanes = max(1, min(cfg.lanes or seam.lanes, len(cfg.shapes)))
     # --minutes is for the whole campaign: each lane runs its share of shapes one after another.
     per_shape_minutes = None
     if cfg.budget_minutes is not None:

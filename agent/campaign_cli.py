@@ -60,6 +60,9 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", default=None, metavar="NAME", help="run name (default: the shape file's stem)")
     p.add_argument("--runs-dir", default="runs", metavar="DIR")
     p.add_argument("--per-step", type=_positive_int, default=4, metavar="N", help="proposals per step (default 4)")
+    p.add_argument("--lanes", type=_positive_int, default=None, metavar="N",
+                   help="shapes worked on at once (default 2 per GPU); more keeps many CPU cores compiling "
+                        "(CUTLASS builds take minutes) while the GPU evaluates one candidate at a time")
     p.add_argument("--global-archive", default=None, metavar="DB",
                    help="global archive (default $CUDAL2_ARCHIVE or ~/.cache/cuda-l2/archive.sqlite)")
     p.add_argument("--no-global", action="store_true", help="neither seed from nor add to the global archive")
@@ -148,7 +151,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
                          budget_candidates=None if args.minutes is not None else (args.budget or 16),
                          budget_minutes=args.minutes, runs_dir=Path(args.runs_dir),
                          global_archive=None if args.no_global else Path(args.global_archive or global_archive_path()),
-                         final_modes=final_modes, n_per_step=args.per_step)
+                         final_modes=final_modes, n_per_step=args.per_step, lanes=args.lanes)
     retrieve_fn = None if args.no_retrieval or model.backend == "builtin" else _retriever()
     return finish_campaign(cfg, seam, model, retrieve_fn)
 

@@ -28,13 +28,18 @@ def main() -> int:
     ap.add_argument("--run", default=None)
     ap.add_argument("--runs-dir", default="runs")
     ap.add_argument("--out", default="docs/benchmarks")
+    ap.add_argument("--per-step", type=int, default=4, help="proposals per search step")
+    ap.add_argument("--lanes", type=int, default=None, help="shapes in flight (compile parallelism)")
+    ap.add_argument("--ncu", choices=["auto", "on", "off"], default="auto")
     ap.add_argument("--report-only", action="store_true", help="summarise an existing run")
     a = ap.parse_args()
     run = a.run or f"builtin-{a.acc}-b{a.budget}"
     if not a.report_only:
         cmd = [sys.executable, "-m", "agent.cli", "campaign", "--shapes", a.shapes, "--model", "builtin",
                "--budget", str(a.budget), "--acc", a.acc, "--run", run, "--runs-dir", a.runs_dir, "--no-global",
-               "--final-modes", "offline,server"]
+               "--final-modes", "offline,server", "--per-step", str(a.per_step), "--ncu", a.ncu]
+        if a.lanes:
+            cmd += ["--lanes", str(a.lanes)]
         rc = subprocess.run(cmd, cwd=REPO).returncode
         if rc == 2:
             return 2
@@ -57,7 +62,8 @@ def summarise_run(run_dir: Path, a) -> str:
              f"- budget: {a.budget} candidates per shape, quick timing profile during the search; each shape's best",
              "  kernel re-measured offline and server against every baseline, interleaved in one worker process",
              f"- command: `python3 scripts/bench_builtin_policy.py --shapes {a.shapes} --budget {a.budget} "
-             f"--acc {a.acc}`", ""]
+             f"--per-step {a.per_step} --acc {a.acc} --ncu {a.ncu}" + (f" --lanes {a.lanes}" if a.lanes else "") + "`",
+             ""]
     for mode in ("offline", "server"):
         sel = [r for r in rows if r.mode == mode]
         if not sel:
