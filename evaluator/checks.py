@@ -15,6 +15,7 @@ from evaluator.record import CheckOutcome
 
 EXACT_LIMIT = 2048.0  # fp16 represents every integer up to 2048 exactly
 DEVIATION_HEADROOM = 1.05  # summation order may move the max deviation a little; one extra ulp is 2x
+ESCAPE_TRIES = 3
 # CUDA errors after which the context is unusable: the worker reports them and is replaced.
 STICKY = {700: "illegal address", 701: "launch out of resources", 702: "launch timeout",
           714: "hardware stack error", 715: "illegal instruction", 716: "misaligned address",
@@ -201,20 +202,27 @@ class Checker:
         reps = max(10, min(200, int(2.0 / t1)))
         import ctypes
 
-        out = (ctypes.c_double * 3)()
-        rc = self.nat.escape_probe(self.cand.cid, *ops.args, reps, out)
-        if rc != 0:
-            err = self.nat.sync()
-            if err:
-                raise CudaFault(err, self.nat.last_error().decode(errors="replace"))
-            raise Unsupported(f"hgemm returned {rc} during the stream probe")
-        event_ms, enqueue_ms, wall_ms = out[0], out[1], out[2]
-        excess = wall_ms - max(event_ms, enqueue_ms)
-        escaped = excess > max(0.3, 0.5 * wall_ms)
+        # The device-busy time is read on the host (until cudaDeviceSynchronize returns), so a host thread
+        # descheduled by other load (a campaign's parallel nvcc builds) looks like escaped work. Work that really
+        # runs outside the stream does so on every try; scheduling noise does not: up to 3 tries, any clean one wins.
+        for attempt in range(1, ESCAPE_TRIES + 1):
+            out = (ctypes.c_double * 3)()
+            rc = self.nat.escape_probe(self.cand.cid, *ops.args, reps, out)
+            if rc != 0:
+                err = self.nat.sync()
+                if err:
+                    raise CudaFault(err, self.nat.last_error().decode(errors="replace"))
+                raise Unsupported(f"hgemm returned {rc} during the stream probe")
+            event_ms, enqueue_ms, wall_ms = out[0], out[1], out[2]
+            excess = wall_ms - max(event_ms, enqueue_ms)
+            escaped = excess > max(0.3, 0.5 * wall_ms)
+            if not escaped:
+                break
         self.add("work_completes_on_stream", not escaped,
                  (f"{reps} calls took {event_ms:.3f} ms between events on the contract stream but the device was "
                   f"busy for {wall_ms:.3f} ms (host enqueue {enqueue_ms:.3f} ms): work runs outside the stream")
-                 if escaped else "", event_ms=event_ms, enqueue_ms=enqueue_ms, wall_ms=wall_ms, reps=reps)
+                 if escaped else "", event_ms=event_ms, enqueue_ms=enqueue_ms, wall_ms=wall_ms, reps=reps,
+                 tries=attempt)
 
     def timed_output(self, ops: OperandSet, ref: Reference, reps: int) -> None:
         """After timing: the output of a timed batch must still be right (no skipping work on repeat calls)."""
