@@ -82,12 +82,12 @@ def log_records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def campaign(tmp_path: Path, shapes, *, budget=6, delay=0.0, lanes=2, global_db=None, run="c1"):
+def campaign(tmp_path: Path, shapes, *, budget=6, delay=0.0, lanes=2, global_db=None, run="c1", cfg_lanes=None):
     from rich.console import Console
 
     seam = ReplaySeam(tmp_path / "calls.jsonl", delay=delay, lanes=lanes)
     cfg = CampaignConfig(run=run, shapes=list(shapes), budget_candidates=budget, runs_dir=tmp_path / "runs",
-                         global_archive=global_db, n_per_step=2)
+                         global_archive=global_db, n_per_step=2, lanes=cfg_lanes)
     buf = io.StringIO()
     summary = run_campaign(cfg, seam=seam, make_proposer=ScriptedProposer,
                            console=Console(file=buf, width=200), live=False)
@@ -138,6 +138,18 @@ def test_progress_archive_finals_and_global_seeding(tmp_path):
     n_before = len(log_records(tmp_path / "calls.jsonl"))
     campaign(tmp_path, shapes, budget=6, global_db=gdb)
     assert [r for r in log_records(tmp_path / "calls.jsonl")[n_before:] if r["op"] == "eval"] == []
+
+
+def test_lanes_option_works_on_more_shapes_at_once(tmp_path):
+    """--lanes N overrides the seam's two-per-GPU: with a one-lane seam and N=3, three shapes are in flight."""
+    shapes = [(64, 64, 64), (128, 128, 128), (192, 192, 192)]
+    cfg, summary, _ = campaign(tmp_path, shapes, budget=4, delay=0.05, lanes=1, cfg_lanes=3)
+    assert not summary["failures"]
+    evals = [r for r in log_records(tmp_path / "calls.jsonl") if r["op"] == "eval" and r["mode"] == "offline"]
+    spans = {tuple(s): (min(r["t"] for r in evals if tuple(r["shape"]) == s),
+                        max(r["t"] for r in evals if tuple(r["shape"]) == s)) for s in shapes}
+    # every shape started before any other finished: they ran side by side, not one after another
+    assert max(a for a, _ in spans.values()) < min(b for _, b in spans.values())
 
 
 def test_rerun_with_other_settings_is_refused(tmp_path):
