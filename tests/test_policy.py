@@ -169,3 +169,22 @@ def test_bottleneck_and_spills_shape_the_next_batch():
     history = [dict(_record(c, shape, speedup=1.1), bottleneck={"label": "launch-bound"}) for c in first]
     nxt = pol.propose(shape, "fp32", "sm_90a", history, n=6)
     assert any("(parent launch-bound)" in c.rationale for c in nxt)
+
+
+def test_one_policy_object_serves_many_shapes():
+    """What an object proposed for one shape stays proposable for another (only the same shape is excluded)."""
+    pol = BuiltinPolicy(0)
+    a = pol.propose((1024, 2048, 64), "fp32", "sm_90a", [], 3)
+    fresh = BuiltinPolicy(0).propose((128, 16384, 64), "fp32", "sm_90a", [], 3)
+    b = pol.propose((128, 16384, 64), "fp32", "sm_90a", [], 3)
+    assert [c.name for c in b] == [c.name for c in fresh]
+    again = pol.propose((1024, 2048, 64), "fp32", "sm_90a", [], 3)
+    assert not {c.name for c in a} & {c.name for c in again}
+
+
+def test_unmeasured_family_starts_with_its_first_listed_prior():
+    """Prior lists put first what measured best on similar shapes; the analytic model does not overrule that."""
+    shape = (1024, 2048, 64)
+    first = canonical(priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[0])
+    batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 3)  # one hopper slot
+    assert first in {canonical(c.params) for c in batch if c.family == "hopper_wgmma"}

@@ -152,7 +152,7 @@ class BuiltinPolicy:
 
     def __init__(self, seed: int = 0):
         self.seed = int(seed)
-        self._proposed: set[tuple[str, str]] = set()
+        self._proposed: set[tuple[tuple, tuple[str, str]]] = set()  # ((shape, acc, arch), (family, params))
         self._labels: dict[tuple[str, str], str] = {}
         self._parents: dict[tuple[str, str], tuple[dict, str]] = {}
         self._spilled: dict[str, list[dict]] = {}
@@ -174,7 +174,8 @@ class BuiltinPolicy:
         history = [h for h in history if h.get("family") in FAMILY_NAMES and isinstance(h.get("params"), dict)]
         rng = random.Random(_stable_int(self.seed, shape, acc, arch, len(history),
                                         sorted(canonical(h["params"]) for h in history)))
-        seen = {(h["family"], canonical(h["params"])) for h in history} | self._proposed
+        seen = {(h["family"], canonical(h["params"])) for h in history}
+        seen |= {fp for (sk, fp) in self._proposed if sk == (shape, acc, arch)}
 
         obs: dict[str, list[tuple[dict, float]]] = {f: [] for f in FAMILY_NAMES}
         fails: dict[str, list[dict]] = {f: [] for f in FAMILY_NAMES}
@@ -208,8 +209,12 @@ class BuiltinPolicy:
             pool = self._pool(fam, shape, acc, arch, obs, seeds, rng)
             ranked = self._rank(fam, pool, shape, arch, obs, fails, seen)
             if not obs[fam]:
-                # an unmeasured family starts with its priors (up to half its slots), model-ranked among themselves
-                reserved = [r for r in ranked if r[3].startswith("prior")][: max(1, slots[fam] // 2)]
+                # An unmeasured family starts with its priors (up to half its slots) in their listed order: the
+                # lists put first what measured best on similar shapes, which the analytic model does not know.
+                order = {canonical(normal_params(fam, p)): i for i, p in enumerate(priors.priors(fam, shape, acc, arch))}
+                listed = sorted((r for r in ranked if r[3].startswith("prior") and canonical(r[2]) in order),
+                                key=lambda r: order[canonical(r[2])])
+                reserved = listed[: max(1, slots[fam] // 2)]
                 ranked = reserved + [r for r in ranked if r not in reserved]
             chosen.extend(self._select(fam, ranked, slots[fam], seen, exploit=bool(obs[fam])))
         # a family may have run out of unseen configs: fill from the others, best predicted first
@@ -230,7 +235,7 @@ class BuiltinPolicy:
                 seen.add(key)
                 chosen.append(self._candidate(fam, p, why, score))
         for c in chosen:
-            self._proposed.add((c.family, canonical(c.params)))
+            self._proposed.add(((shape, acc, arch), (c.family, canonical(c.params))))
         return chosen[:n]
 
     # -- steps ------------------------------------------------------------------------------------------------
