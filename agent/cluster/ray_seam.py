@@ -78,6 +78,9 @@ class RaySeam(Seam):
         self._launch(self._gpu_nodes())
         self._collect(self.start_timeout_s)
         if not self.actors:
+            if self.retired:  # GPUs there, but no actor started on one: say why
+                raise ClusterError("no GPU actor of the Ray cluster started: " + "; ".join(
+                    r["why"] for r in self.retired))
             raise ClusterError("the Ray cluster has no GPU: start its nodes with GPUs (ray start --num-gpus N), or "
                                "run without --cluster")
         models = Counter(a.info["gpu_name"] for a in self.actors.values())
