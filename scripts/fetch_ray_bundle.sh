@@ -3,7 +3,7 @@
 # at most 64 MiB: ray's cp312 wheel alone is 79 MB. What a local Ray cluster with actors and tasks does not use is
 # dropped (the Java jars, RLlib, Data, Serve, Tune, Train, LLM, the dashboard's web client), the rest goes into one
 # .tar.xz (about 20 MB), and the cp312 wheels of Ray's dependencies that the device image lacks go beside it.
-# On the device (carry .raybundle; scripts/bench_distributed.py's docstring has the whole command):
+# On the device (carry .raybundle and .whl; docs/distributed.md, "Installing Ray", has the rest):
 #   tar -xJf .raybundle/ray-*.tar.xz -C /tmp/site
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .raybundle/*.whl
 set -euo pipefail
