@@ -317,6 +317,10 @@ class BuiltinPolicy:
         dom = get(fam).DOMAIN
         measured = obs[fam]
         resid = [(p, ls + math.log(costmodel.estimate_us(fam, p, shape, arch))) for p, ls in measured]
+        # knob distances compare every knob, so the neighbours are spelled out once here, not per pool entry
+        resid_full = [(full_params(fam, q), r) for q, r in resid]
+        fails_full = [full_params(fam, q) for q in fails[fam]]
+        spilled_full = [full_params(fam, q) for q in self._spilled.get(fam, ())]
         all_resid = [r for f in FAMILY_NAMES for r in
                      ((ls + math.log(costmodel.estimate_us(f, p, shape, arch))) for p, ls in obs[f])]
         base = sum(all_resid) / len(all_resid) if all_resid else None
@@ -326,8 +330,7 @@ class BuiltinPolicy:
                 continue
             t = costmodel.estimate_us(fam, p, shape, arch)
             pf = full_params(fam, p)
-            dists = sorted(((_knob_distance(dom, pf, full_params(fam, q)), r) for q, r in resid),
-                           key=lambda x: x[0])[:KNN]
+            dists = sorted(((_knob_distance(dom, pf, q), r) for q, r in resid_full), key=lambda x: x[0])[:KNN]
             if dists:
                 # local correction: neighbours one or two knobs away dominate; far ones fade into the family mean
                 fam_mean = sum(r for _, r in resid) / len(resid)
@@ -338,11 +341,11 @@ class BuiltinPolicy:
                 corr = base if base is not None else math.log(self._baseline_guess_us(shape))
                 explore = 0.08
             penalty = 0.0
-            for q in fails[fam]:
-                if _knob_distance(dom, pf, full_params(fam, q)) < 0.12:
+            for q in fails_full:
+                if _knob_distance(dom, pf, q) < 0.12:
                     penalty += 0.4
-            for q in self._spilled.get(fam, ()):
-                if _knob_distance(dom, pf, full_params(fam, q)) < 0.12:
+            for q in spilled_full:
+                if _knob_distance(dom, pf, q) < 0.12:
                     penalty += 0.15  # register spills: neighbours with the same tile and warp shape spill too
             parent = self._parents.get((fam, canonical(p)))
             if parent is not None:

@@ -152,31 +152,33 @@ def small_priors(shape: tuple[int, int, int], arch: str = "sm_90a") -> list[dict
     return out
 
 
-def hopper_priors(shape: tuple[int, int, int], acc: str) -> list[dict[str, Any]]:
+def hopper_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> list[dict[str, Any]]:
     """The prior plus its raster/cluster/B-layout variants that were within 3% of cuBLAS on large shapes."""
     m, n, k = shape
     base = hopper_prior(shape, acc)
+
+    def plain(**kw: Any) -> dict[str, Any]:
+        """The base with one CTA per cluster, the heuristic raster and no stream-K, then `kw`."""
+        return dict(base, cluster_m=1, cluster_n=1, scheduler="persistent", splits=1, raster="heuristic", swizzle=1,
+                    **kw)
+
     out = [base]
-    sms = 132
-    tiles = ceil_div(m if not base["swap_ab"] else n, base["tile_m"]) * ceil_div(n if not base["swap_ab"] else m,
-                                                                               base["tile_n"])
+    pm, pn = (n, m) if base["swap_ab"] else (m, n)
+    tiles = ceil_div(pm, base["tile_m"]) * ceil_div(pn, base["tile_n"])
     if tiles > sms and tiles / (ceil_div(tiles, sms) * sms) < 0.8:
         # The last wave of the big tile is mostly empty (12288x512x12288: 192 tiles of 128x256 = 1.45 waves); 128x128
         # tiles quantise better: ping-pong 0.994 and cooperative 0.981 there, against 0.93-0.94 for 128x256 (H200).
-        flat = dict(base, cluster_m=1, cluster_n=1, scheduler="persistent", splits=1, raster="heuristic", swizzle=1)
-        out = [dict(flat, tile_m=128, tile_n=128, schedule="pingpong"),
-               dict(flat, tile_m=128, tile_n=128, schedule="cooperative")] + out
+        out = [plain(tile_m=128, tile_n=128, schedule="pingpong"),
+               plain(tile_m=128, tile_n=128, schedule="cooperative")] + out
     if k <= 512:
         # Few k-tiles: no stream-K, 128x128 tiles so that the output spreads over the SMs (measured best on
         # 1024x2048x64, 128x16384x64: cooperative; 1024x12288x256: ping-pong at 0.95 of cuBLASLt).
-        flat = dict(base, cluster_m=1, cluster_n=1, scheduler="persistent", splits=1, swap_ab=False,
-                    raster="heuristic", swizzle=1)
-        coop, pp = dict(flat, tile_m=128, tile_n=128, schedule="cooperative"), dict(flat, tile_m=128, tile_n=128,
-                                                                                     schedule="pingpong")
+        coop = plain(tile_m=128, tile_n=128, schedule="cooperative", swap_ab=False)
+        pp = plain(tile_m=128, tile_n=128, schedule="pingpong", swap_ab=False)
         # a large output favours ping-pong (its epilogue overlaps the other warpgroup's main loop): measured twice at
         # 0.947 on 1024x12288x256, where cooperative got 0.78; on 2M-element outputs cooperative led by 4-5%
-        out = ([pp, coop] if m * n >= 2 ** 23 else [coop, pp]) + [dict(flat, tile_m=64, tile_n=128,
-                                                                       schedule="pingpong")] + out
+        out = ([pp, coop] if m * n >= 2 ** 23 else [coop, pp]) + [
+            plain(tile_m=64, tile_n=128, schedule="pingpong", swap_ab=False)] + out
     if base["schedule"] == "cooperative":
         out.append(dict(base, raster="along_n", swizzle=4, scheduler="persistent", splits=1))
         if base["tile_m"] == 128 and base["tile_n"] == 256:
@@ -192,12 +194,10 @@ def hopper_priors(shape: tuple[int, int, int], acc: str) -> list[dict[str, Any]]
             continue
         # Stream-K's split-K fixup costs 2-4 us per doubling of splits on the H200 (64x8192x4096: persistent 0.96,
         # 2 splits 0.79, 4 splits 0.73), so the persistent tile comes first and splits stay at 2.
-        out.append(dict(base, tile_m=tm, tile_n=tn, schedule="cooperative", scheduler="persistent", splits=1,
-                        swap_ab=swap, cluster_m=1, cluster_n=1, raster="heuristic", swizzle=1))
-        splits = 2 if tiles * 2 <= 200 and kt // 2 >= 8 else 1
-        if splits > 1:
-            out.append(dict(base, tile_m=tm, tile_n=tn, schedule="cooperative", scheduler="streamk", splits=splits,
-                            swap_ab=swap, cluster_m=1, cluster_n=1, raster="heuristic", swizzle=1))
+        tile = plain(tile_m=tm, tile_n=tn, schedule="cooperative", swap_ab=swap)
+        out.append(tile)
+        if tiles * 2 <= 200 and kt // 2 >= 8:
+            out.append(dict(tile, scheduler="streamk", splits=2))
     return out
 
 
