@@ -19,6 +19,9 @@ SMALL_CLUSTER = {"bm": 64, "bn": 64, "bk": 64, "wm": 2, "wn": 2, "stages": 3, "s
 HOPPER_OK = {"tile_m": 128, "tile_n": 256, "tile_k": 64, "cluster_m": 2, "cluster_n": 1, "schedule": "cooperative",
              "scheduler": "persistent", "splits": 1, "raster": "along_n", "swizzle": 4, "stages": 0,
              "b_operand": "col", "swap_ab": False, "acc": "fp32"}
+# split-K as a batch of K slices into fp32 partials, summed by a second kernel (skinny M, long K)
+HOPPER_SLICED = dict(HOPPER_OK, tile_n=64, cluster_m=1, scheduler="batched", splits=4, raster="heuristic", swizzle=1,
+                     swap_ab=True)
 
 
 def test_spaces_are_feasible_and_render():
@@ -61,6 +64,7 @@ def test_hopper_family_is_sm90a_only_and_others_run_on_sm80():
     ("hopper_wgmma", HOPPER_OK, {"tile_m": 256, "tile_n": 256}, "accumulator registers"),
     ("hopper_wgmma", HOPPER_OK, {"tile_k": 128, "stages": 5}, "shared memory"),
     ("hopper_wgmma", HOPPER_OK, {"splits": 4}, "stream-K"),
+    ("hopper_wgmma", HOPPER_OK, {"scheduler": "batched"}, "splits >= 2"),
 ])
 def test_infeasible_configs_are_refused_before_any_compile(family, base, change, reason):
     p = dict(base)
@@ -109,6 +113,20 @@ def test_shape_constraints():
                                     (4096, 4096, 4096), "sm_86")[0]  # 99 KB of shared memory there
 
 
+def test_batched_split_k_rules_and_render():
+    ok = hopper_wgmma.feasible(HOPPER_SLICED, (64, 2048, 4096), "sm_90a")
+    assert ok == (True, "")
+    assert "16-byte" in hopper_wgmma.feasible(HOPPER_SLICED, (64, 2048, 4104), "sm_90a")[1]  # 4104/4 % 8 != 0
+    assert "shorter than tile_k" in hopper_wgmma.feasible(HOPPER_SLICED, (64, 2048, 224),
+                                                          "sm_90a")[1]
+    assert "workspace" in hopper_wgmma.feasible(HOPPER_SLICED, (4096, 4096, 4096), "sm_90a")[1]
+    src = hopper_wgmma.render(HOPPER_SLICED)
+    assert "griddepcontrol.wait" in src and "cudaLaunchAttributeProgrammaticStreamSerialization" in src
+    assert "{PM, PN, KS, L}" in src and "constexpr int kSplits = 4;" in src
+    plain = hopper_wgmma.render(HOPPER_OK)
+    assert "sum_slices" not in plain and "CUTLASS_ENABLE_GDC_FOR_SM90" not in plain
+
+
 def test_bad_params_are_rejected_with_a_reason():
     with pytest.raises(ValueError, match="unknown parameter"):
         small.render(dict(SMALL_OK, colour="red"))
@@ -127,6 +145,7 @@ def test_sample_of_each_family_compiles_with_nvcc():
     compile_mod = pytest.importorskip("evaluator.compile")
     jobs = [
         (hopper_wgmma.render(HOPPER_OK), "sm_90a"),
+        (hopper_wgmma.render(HOPPER_SLICED), "sm_90a"),
         (ampere_cute.render(AMPERE_OK), "sm_90a"),
         (ampere_cute.render(dict(AMPERE_OK, bm=64, bn=64, bk=32, sw_b=2, wm=2, wn=2, split_k=1, acc="fp16",
                                  epilogue="direct", reg_pipeline=False, block_swizzle=1)), "sm_80"),
@@ -154,6 +173,9 @@ def test_sample_of_each_family_compiles_with_nvcc():
     ("hopper_wgmma", HOPPER_OK, (4096, 1024, 12288)),
     ("hopper_wgmma", dict(HOPPER_OK, scheduler="streamk", splits=4, tile_n=128, cluster_m=1, raster="heuristic",
                           swizzle=1, swap_ab=True, b_operand="row"), (64, 2048, 4096)),
+    ("hopper_wgmma", HOPPER_SLICED, (64, 2048, 4096)),  # K slices summed by a second, PDL-launched kernel
+    ("hopper_wgmma", dict(HOPPER_SLICED, swap_ab=False, b_operand="row", tile_n=128, schedule="pingpong",
+                          splits=2), (256, 1000, 4096)),  # N not a multiple of the tile
 ])
 def test_sample_passes_the_evaluators_checks_on_gpu(family, params, shape):
     """Every correctness check of the evaluator (exact {0,1} draws, deviation bound, accumulator honesty, guard

@@ -6,6 +6,9 @@ from typing import Any
 
 from .common import arch_limits, ceil_div, check_keys, render_feasible
 
+# The batched split-K keeps its fp32 slices in a static workspace of this many floats (32 MiB).
+SLICE_WS_FLOATS = 8 * 1024 * 1024
+
 NAME = "hopper_wgmma"
 TEMPLATE = "hopper_wgmma.cu.j2"
 NEEDS_CUTLASS = True
@@ -17,8 +20,9 @@ DOMAIN: dict[str, tuple] = {
     "cluster_m": (1, 2, 4),
     "cluster_n": (1, 2, 4),
     "schedule": ("cooperative", "pingpong"),
-    "scheduler": ("persistent", "streamk"),
-    "splits": (1, 2, 3, 4, 8),
+    # batched: split-K as S GEMMs over K slices (the problem's L mode) into fp32 partials + one summing kernel
+    "scheduler": ("persistent", "streamk", "batched"),
+    "splits": (1, 2, 3, 4, 8, 16),
     "raster": ("heuristic", "along_m", "along_n"),
     "swizzle": (1, 2, 4, 8),
     "stages": (0, 2, 3, 4, 5, 6, 7, 8),  # 0: as many as fit after the epilogue (StageCountAutoCarveout)
@@ -53,8 +57,11 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         return False, "the ping-pong schedule gives each consumer warpgroup a whole tile: tile_m must be 64 or 128"
     if p["scheduler"] == "streamk" and not coop:
         return False, "CUTLASS's ping-pong kernel does not support the stream-K scheduler"
-    if p["splits"] > 1 and p["scheduler"] != "streamk":
-        return False, "splits > 1 needs the stream-K scheduler (split-K decomposition)"
+    if p["splits"] > 1 and p["scheduler"] == "persistent":
+        return False, "splits > 1 needs the stream-K scheduler (split-K decomposition) or the batched split"
+    batched = p["scheduler"] == "batched"
+    if batched and p["splits"] < 2:
+        return False, "the batched split-K needs splits >= 2"
     acc_per_thread = p["tile_m"] * p["tile_n"] // (256 if coop else 128)
     if p["acc"] == "fp16":
         acc_per_thread //= 2
@@ -63,11 +70,9 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
     if p["cluster_m"] * p["cluster_n"] > 4:
         return False, "cluster of more than 4 CTAs"
     sb = stage_bytes(p)
-    need = (max(p["stages"], 2)) * sb + EPILOGUE_SMEM_ESTIMATE
+    need = (max(p["stages"], 2)) * sb + EPILOGUE_SMEM_ESTIMATE * (2 if batched else 1)  # fp32 D tiles
     if need > lim.smem_per_block:
         return False, f"{max(p['stages'], 2)} stages x {sb} B + epilogue > {lim.smem_per_block} B shared memory"
-    if p["b_operand"] == "row" and p["acc"] == "fp16" and False:
-        return False, ""
     if shape is not None:
         m, n, k = shape
         if n % 8 or k % 8:
@@ -75,6 +80,14 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         pm, pn = (n, m) if p["swap_ab"] else (m, n)
         if p["splits"] > 1 and p["splits"] > ceil_div(k, p["tile_k"]):
             return False, f"splits={p['splits']} > {ceil_div(k, p['tile_k'])} k-tiles"
+        if batched:
+            s = p["splits"]
+            if k % (8 * s):
+                return False, f"K={k} does not cut into {s} slices that start on 16-byte boundaries"
+            if k // s < p["tile_k"]:
+                return False, f"a K slice of {k // s} is shorter than tile_k={p['tile_k']}"
+            if m * n * s > SLICE_WS_FLOATS:
+                return False, f"{s} fp32 slices of {m}x{n} exceed the {SLICE_WS_FLOATS}-float workspace"
         if p["tile_m"] >= 4 * pm and p["tile_m"] > 64:
             return False, f"tile_m={p['tile_m']} is mostly padding for problem M={pm}"
         if p["tile_n"] >= 4 * pn and p["tile_n"] > 64:
@@ -83,7 +96,7 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
 
 
 def render(params: dict[str, Any]) -> str:
-    return render_feasible("hopper_wgmma", TEMPLATE, validate(params), feasible)
+    return render_feasible("hopper_wgmma", TEMPLATE, validate(params), feasible, ws_floats=SLICE_WS_FLOATS)
 
 
 def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") -> list[dict[str, Any]]:
@@ -94,7 +107,8 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
     for tm, tn, tk, cm, cn, sched, swap, bop in itertools.product(
             DOMAIN["tile_m"], DOMAIN["tile_n"], DOMAIN["tile_k"], (1, 2), (1, 2), DOMAIN["schedule"],
             DOMAIN["swap_ab"], DOMAIN["b_operand"]):
-        for scheduler, splits in (("persistent", 1), ("streamk", 1), ("streamk", 2), ("streamk", 4)):
+        for scheduler, splits in (("persistent", 1), ("streamk", 1), ("streamk", 2), ("streamk", 4),
+                                  ("batched", 2), ("batched", 4), ("batched", 8), ("batched", 16)):
             for raster, swz in (("heuristic", 1), ("along_m", 2), ("along_n", 2), ("along_m", 4), ("along_n", 4),
                                 ("along_n", 8)):
                 for stages in (0, 3, 4, 5, 6):

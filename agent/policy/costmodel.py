@@ -20,6 +20,7 @@ CUTLASS_HOST_US = 2.0  # argument building + initialize() on the host, per call
 SPLITK_PASS_US = 1.5  # measured: split-K's partial write + last-CTA reduction on launch-bound shapes (H200)
 CLUSTER_REDUCE_US = 0.4  # the cluster split's reduction stays in distributed shared memory: no second pass
 STREAMK_SPLIT_US = 1.2  # CUTLASS stream-K split-K fixup, per split (H200: 2 splits +4.6 us, 4 splits +6.7 us)
+SLICE_SUM_US = 0.8  # batched split-K: the summing kernel, launched early (PDL), beyond its own memory traffic
 KTILE_LATENCY_US = 0.12  # serial cost of one main-loop iteration that the pipeline cannot hide
 
 
@@ -103,6 +104,10 @@ def estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], arc
             units = tiles * p["splits"] if p["splits"] > 1 else max(tiles, sms)
             waves_factor = 1.0 if p["splits"] == 1 else ceil_div(units, sms) * sms / units
             fix = (2.0 if (p["splits"] > 1 or tiles % sms) else 0.0) + STREAMK_SPLIT_US * p["splits"] * (p["splits"] > 1)
+        elif p["scheduler"] == "batched":
+            units = tiles * p["splits"]
+            waves_factor = ceil_div(units, sms) * sms / units
+            fix = SLICE_SUM_US + 1e6 * (p["splits"] * 4.0 + 2.0) * m * n / L2_BW
         else:
             units = tiles
             waves_factor = ceil_div(tiles, sms) * sms / tiles if tiles > sms else 1.0
@@ -111,8 +116,8 @@ def estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], arc
         t_compute = padded / (WGMMA_PEAK * eff * busy) * waves_factor
         uniq = 2.0 * (m * k + n * k + m * n)
         t_mem = uniq / DRAM_BW
-        ktiles = ceil_div(k, tk) // (p["splits"] if p["scheduler"] == "streamk" else 1)
-        t_chain = ktiles * 0.06e-6 * (ceil_div(tiles, sms) if p["scheduler"] == "persistent" else 1)
+        ktiles = ceil_div(k, tk) // (p["splits"] if p["scheduler"] != "persistent" else 1)
+        t_chain = ktiles * 0.06e-6 * (1 if p["scheduler"] == "streamk" else ceil_div(units, sms))
         stages_pen = 1.0 if p["stages"] == 0 else (1.03 if p["stages"] < 4 else 1.0)
         raster_gain = 0.98 if (p["raster"] != "heuristic" and p["swizzle"] > 1 and 2.0 * m * n * k > 2 ** 36) else 1.0
         t = (max(t_compute, t_mem) + t_chain) * stages_pen * raster_gain

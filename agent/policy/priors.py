@@ -27,8 +27,12 @@ def family_shares(shape: tuple[int, int, int], arch: str) -> dict[str, float]:
     # Evaluator (offline, GPU time per call) on the H200: on launch-bound shapes ampere_cute without split-K was
     # as fast as or faster than `small` (2.7-2.9 us against cuBLASLt's ~3.0 us floor); split-K's second pass costs
     # ~1.5 us there. Hence the even split below 2^31 FLOP.
-    m, n, _ = shape
-    if f < 2 ** 31 and m * n >= 2 ** 19:
+    m, n, k = shape
+    if hopper and k >= 2048 and f < LARGE_FLOP and m * n <= 2 ** 20:
+        # Skinny outputs with a long K: wgmma GEMMs over K slices (batched split-K) measured 0.98-1.00 of cuBLASLt on
+        # the H200 where the mma.sync families reached 0.60-0.89.
+        shares = {"small": 0.2, "ampere_cute": 0.2, "hopper_wgmma": 0.6}
+    elif f < 2 ** 31 and m * n >= 2 ** 19:
         # Output-bound small-K shapes (128x4096x128, 1024x2048x64, 128x16384x64): a persistent CUTLASS 128x128 tile
         # with the TMA epilogue measured 0.83-0.90 of cuBLASLt there, mma.sync families 0.73-0.79.
         shares = {"small": 0.3, "ampere_cute": 0.3, "hopper_wgmma": 0.4}
@@ -159,8 +163,8 @@ def hopper_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> list
 
     def plain(**kw: Any) -> dict[str, Any]:
         """The base with one CTA per cluster, the heuristic raster and no stream-K, then `kw`."""
-        return dict(base, cluster_m=1, cluster_n=1, scheduler="persistent", splits=1, raster="heuristic", swizzle=1,
-                    **kw)
+        return {**base, "cluster_m": 1, "cluster_n": 1, "scheduler": "persistent", "splits": 1, "raster": "heuristic",
+                "swizzle": 1, **kw}
 
     out = [base]
     pm, pn = (n, m) if base["swap_ab"] else (m, n)
@@ -184,20 +188,31 @@ def hopper_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> list
         if base["tile_m"] == 128 and base["tile_n"] == 256:
             out.append(dict(base, tile_m=256, tile_n=128))
         out.append(dict(base, b_operand="row"))
-    # Too few output tiles to fill the machine and a long K: split K across CTAs (stream-K's split-K mode,
-    # deterministic fixup). For skinny M, swap A/B so that the long N side is wgmma's M.
+    # Too few output tiles to fill the machine and a long K: split K into slices, each a GEMM into fp32 partials,
+    # summed by a second kernel (sweeps r4/r5, H200). 4 slices of 1024+ over 32 tiles measured 0.98-1.00 of cuBLASLt
+    # on 64x2048x4096, 128x2048x4096, 256x2048x16384 and 8 slices 1.00 on 64x512x2048, where stream-K's split-K
+    # fixup (2-4 us per doubling of splits) measured 0.55-0.82. Without a split the tile comes after them.
+    sliced = []
+    skinny = m <= 128 <= n
+    tiles_first = [("pingpong", 64, 64, skinny), ("cooperative", 128, 64, skinny), ("pingpong", 128, 128, m < n)]
+    for sched, tm, tn, swap in tiles_first if skinny else tiles_first[::-1]:
+        pm, pn = (n, m) if swap else (m, n)
+        tiles = ceil_div(pm, tm) * ceil_div(pn, tn)
+        # 64x8192x4096 (64 tiles of 128x64): 2 slices 0.83, no split 0.975; 128-wide tiles on a 64-wide output pad
+        if tiles > 40 or k < 1024 or tn > max(64, pn) or (tm == 64 and pn > 64):
+            continue
+        # as many slices as fill the SMs once, each at least 256 long (64x512x2048: 8 slices 1.00, 4 slices 0.99)
+        slices = [s for s in (2, 4, 8) if tiles * s <= sms and k % (8 * s) == 0 and k // s >= 256]
+        if slices:
+            sliced.append(plain(tile_m=tm, tile_n=tn, schedule=sched, swap_ab=swap, scheduler="batched",
+                                splits=slices[-1]))
+    out = sliced + out
     for swap, tm, tn in ((base["swap_ab"], 128, 128), (m <= 128 <= n, 128, 64)):
         pm, pn = (n, m) if swap else (m, n)
         tiles = ceil_div(pm, tm) * ceil_div(pn, tn)
-        kt = ceil_div(k, 64)
-        if tiles >= 66 or kt < 16:
+        if tiles >= 66 or ceil_div(k, 64) < 16:
             continue
-        # Stream-K's split-K fixup costs 2-4 us per doubling of splits on the H200 (64x8192x4096: persistent 0.96,
-        # 2 splits 0.79, 4 splits 0.73), so the persistent tile comes first and splits stay at 2.
-        tile = plain(tile_m=tm, tile_n=tn, schedule="cooperative", swap_ab=swap)
-        out.append(tile)
-        if tiles * 2 <= 200 and kt // 2 >= 8:
-            out.append(dict(tile, scheduler="streamk", splits=2))
+        out.append(plain(tile_m=tm, tile_n=tn, schedule="cooperative", swap_ab=swap))
     return out
 
 
