@@ -199,3 +199,39 @@ def test_hopper_priors_prefer_tiles_that_fill_the_last_wave():
     assert (big["tile_m"], big["tile_n"]) == (128, 256)
     short_k = priors.priors("hopper_wgmma", (1024, 12288, 256), "fp32", "sm_90a")[0]
     assert short_k["schedule"] == "pingpong" and short_k["scheduler"] == "persistent"
+
+
+@pytest.mark.parametrize("shape,tile,slices", [
+    ((64, 2048, 4096), (64, 64, "pingpong"), 4),  # 32 tiles x 4 slices: 0.98 of cuBLASLt on the H200 (sweep r5)
+    ((128, 2048, 4096), (128, 64, "cooperative"), 4),  # 1.00
+    ((256, 2048, 16384), (128, 128, "pingpong"), 4),  # 0.97
+    ((64, 512, 2048), (64, 64, "pingpong"), 8),  # 8 tiles x 8 slices: 1.00
+])
+def test_skinny_long_k_starts_with_a_batched_split(shape, tile, slices):
+    """Few output tiles and a long K: the first hopper prior is a batched split that fills the SMs about once, and
+    the first batch contains it (hopper_wgmma gets most of the batch there)."""
+    first = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[0]
+    assert (first["tile_m"], first["tile_n"], first["schedule"]) == tile
+    assert first["scheduler"] == "batched" and first["splits"] == slices and first["swap_ab"]
+    assert get("hopper_wgmma").feasible(first, shape, "sm_90a") == (True, "")
+    assert priors.family_shares(shape, "sm_90a")["hopper_wgmma"] >= 0.5
+    batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 3)
+    assert canonical(first) in {canonical(c.params) for c in batch if c.family == "hopper_wgmma"}
+
+
+def test_no_batched_split_where_the_tiles_already_fill_the_machine():
+    """64x8192x4096 has 64 tiles of 128x64: 2 slices measured 0.83 against 0.975 without a split."""
+    assert all(p["scheduler"] != "batched" for p in priors.priors("hopper_wgmma", (64, 8192, 4096), "fp32", "sm_90a"))
+    assert all(p["scheduler"] != "batched" for p in priors.priors("hopper_wgmma", (8192, 4096, 16384), "fp32",
+                                                                     "sm_90a"))
+    assert priors.priors("hopper_wgmma", (64, 2048, 4096), "fp32", "sm_80") == []
+
+
+def test_cost_model_prices_the_batched_sum():
+    """On 32 tiles, 4 slices (128 CTAs) beat no split (measured 0.98 against 0.61) and 8 slices (256 CTAs, twice
+    the partials to sum; measured no better)."""
+    shape = (64, 2048, 4096)
+    base = dict(priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[0])
+    t = {s: costmodel.estimate_us("hopper_wgmma", dict(base, splits=s), shape) for s in (4, 8)}
+    plain = costmodel.estimate_us("hopper_wgmma", dict(base, scheduler="persistent", splits=1), shape)
+    assert math.isfinite(t[4]) and t[4] < plain and t[4] < t[8]
