@@ -235,3 +235,17 @@ def test_cost_model_prices_the_batched_sum():
     t = {s: costmodel.estimate_us("hopper_wgmma", dict(base, splits=s), shape) for s in (4, 8)}
     plain = costmodel.estimate_us("hopper_wgmma", dict(base, scheduler="persistent", splits=1), shape)
     assert math.isfinite(t[4]) and t[4] < plain and t[4] < t[8]
+
+
+@pytest.mark.parametrize("shape,tile", [((128, 4096, 128), (64, 64, 64)), ((1024, 2048, 64), (128, 128, 64)),
+                                        ((128, 16384, 64), (128, 128, 64))])
+def test_output_bound_small_k_starts_with_the_measured_tiles(shape, tile):
+    """Small K with 2^19+ outputs: the ampere tiles that won our H200 runs come before the paper's 32-row prior
+    (128x4096x128: 64x64 0.985 against 0.92), and the first batch tries the first of them."""
+    first = priors.priors("ampere_cute", shape, "fp32", "sm_90a")[0]
+    assert (first["bm"], first["bn"], first["bk"]) == tile and first["split_k"] == 1
+    assert get("ampere_cute").feasible(first, shape, "sm_90a") == (True, "")
+    batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 3)
+    assert canonical(first) in {canonical(c.params) for c in batch if c.family == "ampere_cute"}
+    tiny = priors.priors("ampere_cute", (512, 512, 64), "fp32", "sm_90a")  # 2^18 outputs: launch-bound, unchanged
+    assert (tiny[1]["bm"], tiny[1]["bn"]) == (32, 32)
