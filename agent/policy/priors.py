@@ -241,9 +241,9 @@ def _output_bound_ampere(shape: tuple[int, int, int], acc: str) -> list[dict[str
     128x16384x64). All without split-K and with the shared-memory epilogue."""
     m, n, k = shape
     bk = 64 if k % 64 == 0 else 32
-    common = {"prefetch": 2, "sw_m": 3, "sw_s": 3, "reg_pipeline": True, "epilogue": "smem", "split_k": 1, "acc": acc}
-    # exactly the measured kernels (sw_b=2, prefetch 2), so that they keep their identity
-    common = {**common, "wm": 2, "wn": 2, "sw_b": 2}
+    # exactly the measured kernels' knobs, so that they keep their identity
+    common = {"wm": 2, "wn": 2, "prefetch": 2, "sw_b": 2, "sw_m": 3, "sw_s": 3, "reg_pipeline": True,
+              "epilogue": "smem", "split_k": 1, "acc": acc}
     small_out = {**common, "bm": 64, "bn": 64, "bk": bk, "stages": 3, "block_swizzle": 1}
     wide = {**common, "bm": 128, "bn": 128, "bk": bk, "stages": 4, "block_swizzle": 4}
     narrow = {**common, "bm": 64, "bn": 128, "bk": 32, "stages": 3, "block_swizzle": 4}
