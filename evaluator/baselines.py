@@ -24,8 +24,8 @@ class NativeCallable:
     def call(self, ops: OperandSet) -> int:
         return self.nat.call(self.cid, *ops.args)
 
-    def time(self, ops: OperandSet, reps: int, hold: bool = True) -> float:
-        return self.nat.time_batch(self.cid, *ops.args, reps, hold)
+    def time(self, ops: OperandSet, reps: int, hold: bool = True, sep: bool = False) -> float:
+        return self.nat.time_batch(self.cid, *ops.args, reps, hold, sep)
 
 
 class _CudaArray:
@@ -65,7 +65,7 @@ class TorchCallable:
             self.torch.matmul(a, b, out=c)
         return 0
 
-    def time(self, ops: OperandSet, reps: int, hold: bool = True) -> float:
+    def time(self, ops: OperandSet, reps: int, hold: bool = True, sep: bool = False) -> float:
         a, b, c = self._tensors(ops)
         nat = self.nat
         if hold:
@@ -74,6 +74,8 @@ class TorchCallable:
         with self.torch.cuda.stream(self.stream):
             for _ in range(reps):
                 self.torch.matmul(a, b, out=c)
+                if sep:
+                    nat.ok("separator")
         nat.ok("record", 1)
         nat.ok("release")
         ms = nat.elapsed_ms()

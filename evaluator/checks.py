@@ -16,6 +16,7 @@ from evaluator.record import CheckOutcome
 EXACT_LIMIT = 2048.0  # fp16 represents every integer up to 2048 exactly
 DEVIATION_HEADROOM = 1.05  # summation order may move the max deviation a little; one extra ulp is 2x
 ESCAPE_TRIES = 3
+PREDECESSOR_SPIN_NS = 200_000  # how long the late writer keeps an early-launched candidate waiting
 # CUDA errors after which the context is unusable: the worker reports them and is replaced.
 STICKY = {700: "illegal address", 701: "launch out of resources", 702: "launch timeout",
           714: "hardware stack error", 715: "illegal instruction", 716: "misaligned address",
@@ -84,6 +85,7 @@ class Checker:
             s1.free()
             self.deviation_and_determinism(s2, ref)
             self.accumulator_honesty(s2, ref)
+            self.waits_for_predecessor(s2)
             self.escape_probe(s2)
         finally:
             s1.free()
@@ -194,6 +196,37 @@ class Checker:
                  f"max |C - ref| = {dev_c:.6g} on fp16-accumulation-exposing inputs; fp32-class baselines reach "
                  f"{bound:.6g}, an fp16-accumulating cuBLAS reaches {fp16_dev if fp16_dev is None else f'{fp16_dev:.6g}'}",
                  max_abs_diff=dev_c, bound=bound, fp16_class_dev=fp16_dev)
+
+    def waits_for_predecessor(self, ops: OperandSet) -> None:
+        """The kernel before the call writes the inputs late and lets programmatically dependent launches start at
+        once: a candidate that overlaps its predecessor (PDL) must still wait for it before touching global memory,
+        so the output must equal a plain call's bit for bit (determinism is checked separately)."""
+        self.progress("waits for the previous kernel on the stream")
+        m, n, k = self.m, self.n, self.k
+        ops.fill("normal", self.seed + 707)
+        self.run_candidate(ops)
+        snap = self.nat.alloc(2 * m * n)
+        try:
+            plain = self.nat.buf_ptr(snap)
+            self.nat.ok("copy", plain, ops.ptr["C"], 2 * m * n)
+            for name in ("A", "B", "Bc"):  # stale inputs until the late writer restores them from the snapshots
+                self.nat.ok("fill_value", ops.ptr[name], ops.sizes[name], 0)
+            p = ops.ptr
+            self.nat.ok("late_write", p["A"], p["A_snap"], m * k, p["B"], p["B_snap"], k * n, p["Bc"], p["Bc_snap"],
+                        p["C"], m * n, PREDECESSOR_SPIN_NS)
+            rc = self.cand.call(ops)
+            if rc != 0:
+                raise Unsupported(f"hgemm returned {rc} after the late writer")
+            err = self.nat.sync()
+            if err != 0:
+                raise CudaFault(err, self.nat.last_error().decode(errors="replace"))
+            diff = self.nat.count_diff(ops.ptr["C"], plain, m * n)
+        finally:
+            self.nat.buf_free(snap)
+        self.add("waits_for_predecessor", diff == 0,
+                 f"{diff} output elements differ from a plain call when the previous kernel on the stream writes the "
+                 f"inputs late and allows an early dependent launch: the kernel touches global memory before "
+                 f"griddepcontrol.wait" if diff else "", differing=diff)
 
     def escape_probe(self, ops: OperandSet) -> None:
         self.progress("work completes on the contract stream")

@@ -32,8 +32,9 @@ _RECIPE = "4"
 # sqrt and exp, so a candidate's numbers would differ from the fp32 reference (and from cuBLAS, which is not built
 # that way) for reasons unrelated to its GEMM. A candidate that wants an approximate intrinsic can call it by name.
 # -DNDEBUG keeps CUTLASS's device asserts out of the timed code; -lineinfo lets Nsight Compute map stalls to source
-# without changing the generated code. No -DCUTLASS_ENABLE_GDC_FOR_SM90: programmatic dependent launch would let a
-# kernel start under the previous launch's tail, which back-to-back timing would credit to the candidate.
+# without changing the generated code. No -DCUTLASS_ENABLE_GDC_FOR_SM90: a candidate that wants programmatic
+# dependent launch enables it in its own source (checked by waits_for_predecessor; offline timing puts an ordinary
+# kernel between calls so it is never credited with overlapping its own previous call).
 BASE_FLAGS: list[str] = [
     "-O3",
     "-std=c++17",

@@ -46,6 +46,8 @@ _SIGS = {
     "cl2_fill_honesty": (c_int, [c_void_p, c_void_p, c_int, c_int, c_int, c_ulonglong]),
     "cl2_transpose": (c_int, [c_void_p, c_void_p, c_int, c_int]),
     "cl2_copy": (c_int, [c_void_p, c_void_p, c_size_t]),
+    "cl2_late_write": (c_int, [c_void_p, c_void_p, c_size_t, c_void_p, c_void_p, c_size_t, c_void_p, c_void_p,
+                               c_void_p, c_size_t, c_ulonglong]),
     "cl2_count_diff": (c_longlong, [c_void_p, c_void_p, c_size_t]),
     "cl2_reference": (c_int, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_int, c_int, c_int]),
     "cl2_compare": (c_int, [c_void_p, c_void_p, c_size_t, c_float, POINTER(c_double)]),
@@ -60,7 +62,8 @@ _SIGS = {
     "cl2_hold_timed_out": (c_int, []),
     "cl2_record": (c_int, [c_int]),
     "cl2_elapsed_ms": (c_float, []),
-    "cl2_time_batch": (c_double, [c_int, c_void_p, c_void_p, c_void_p, c_void_p, c_int, c_int, POINTER(c_int)]),
+    "cl2_time_batch": (c_double, [c_int, c_void_p, c_void_p, c_void_p, c_void_p, c_int, c_int, c_int, POINTER(c_int)]),
+    "cl2_separator": (c_int, []),
     "cl2_escape_probe": (c_int, [c_int, c_void_p, c_void_p, c_void_p, c_void_p, c_int, POINTER(c_double)]),
 }
 
@@ -119,9 +122,12 @@ class Native:
             raise NativeError(f"guard check: {self.lib.cl2_last_error().decode()}")
         return int(r)
 
-    def time_batch(self, cid: int, a: int, b: int, bc: int, c: int, reps: int, hold: bool = True) -> float:
+    def time_batch(self, cid: int, a: int, b: int, bc: int, c: int, reps: int, hold: bool = True,
+                   sep: bool = False) -> float:
+        """Milliseconds per call of a batch; `sep` puts the ordinary separator kernel after every call, and
+        cid < 0 times separators alone."""
         st = c_int(0)
-        ms = self.lib.cl2_time_batch(cid, a, b, bc, c, reps, int(hold), ctypes.byref(st))
+        ms = self.lib.cl2_time_batch(cid, a, b, bc, c, reps, int(hold), int(sep), ctypes.byref(st))
         if st.value != 0 or ms < 0:
             raise CallFailed(st.value, self.lib.cl2_last_error().decode(errors="replace"))
         return ms

@@ -155,7 +155,7 @@ def test_every_hostile_kernel_has_an_expectation_and_valid_fields():
     assert sorted(expected) == files and len(files) >= 14
     checks = {"exact_binary", "baseline_bounded_deviation", "accumulator_honesty", "guard_bands",
               "output_fully_written", "inputs_unchanged", "pointer_independence", "deterministic",
-              "work_completes_on_stream", "sanitizer_memcheck", "sanitizer_racecheck"}
+              "work_completes_on_stream", "waits_for_predecessor", "sanitizer_memcheck", "sanitizer_racecheck"}
     for name, e in expected.items():
         assert e["status"] in R.STATUSES, name
         assert e["check"] is None or e["check"] in checks, name

@@ -103,6 +103,25 @@ def test_knobs_at_their_default_keep_the_earlier_identity():
     assert "cluster" not in small.render(SMALL_OK).split("// params")[1].split("namespace")[0]
 
 
+def test_pdl_is_an_sm90_launch_knob_that_keeps_earlier_identities():
+    """pdl=False (the default) is left out of the canonical params: earlier candidates render the same source."""
+    for mod, base in ((small, SMALL_OK), (ampere_cute, AMPERE_OK), (hopper_wgmma, HOPPER_OK)):
+        assert mod.validate(dict(base, pdl=False)) == base
+        assert mod.render(dict(base, pdl=False)) == mod.render(base)
+        assert "pdl" in mod.validate(dict(base, pdl=True))
+    for mod, base in ((small, SMALL_OK), (ampere_cute, AMPERE_OK)):
+        src = mod.render(dict(base, pdl=True))
+        assert "griddepcontrol.wait" in src and "cudaLaunchAttributeProgrammaticStreamSerialization" in src
+        assert "griddepcontrol" not in mod.render(base)
+        ok, why = mod.feasible(dict(base, pdl=True), None, "sm_80")
+        assert not ok and "sm_90" in why
+        assert all(not p.get("pdl") for p in mod.space((512, 512, 1024), "fp32", "sm_80")[:50])
+        assert all(p.get("pdl") for p in mod.space((512, 512, 1024), "fp32", "sm_90a")[:50])
+    src = hopper_wgmma.render(dict(HOPPER_OK, pdl=True))
+    assert "#define CUTLASS_ENABLE_GDC_FOR_SM90" in src and "launch_with_pdl=*/true" in src
+    assert "CUTLASS_ENABLE_GDC_FOR_SM90" not in hopper_wgmma.render(HOPPER_OK)
+
+
 def test_shape_constraints():
     assert not small.feasible(SMALL_OK, (64, 63, 256), "sm_90a")[0]  # N not a multiple of 8
     assert not ampere_cute.feasible(AMPERE_OK, (4096, 4096, 4104), "sm_90a")[0]  # K % bk
@@ -145,12 +164,12 @@ def test_sample_of_each_family_compiles_with_nvcc():
     compile_mod = pytest.importorskip("evaluator.compile")
     jobs = [
         (hopper_wgmma.render(HOPPER_OK), "sm_90a"),
-        (hopper_wgmma.render(HOPPER_SLICED), "sm_90a"),
-        (ampere_cute.render(AMPERE_OK), "sm_90a"),
+        (hopper_wgmma.render(dict(HOPPER_SLICED, pdl=True)), "sm_90a"),
+        (ampere_cute.render(dict(AMPERE_OK, pdl=True)), "sm_90a"),
         (ampere_cute.render(dict(AMPERE_OK, bm=64, bn=64, bk=32, sw_b=2, wm=2, wn=2, split_k=1, acc="fp16",
                                  epilogue="direct", reg_pipeline=False, block_swizzle=1)), "sm_80"),
         (small.render(SMALL_OK), "sm_90a"),
-        (small.render(SMALL_CLUSTER), "sm_90a"),
+        (small.render(dict(SMALL_CLUSTER, pdl=True)), "sm_90a"),
         (small.render(dict(SMALL_OK, split_k=1, bm=32, wm=2, epi="smem")), "sm_80"),
     ]
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -176,6 +195,14 @@ def test_sample_of_each_family_compiles_with_nvcc():
     ("hopper_wgmma", HOPPER_SLICED, (64, 2048, 4096)),  # K slices summed by a second, PDL-launched kernel
     ("hopper_wgmma", dict(HOPPER_SLICED, swap_ab=False, b_operand="row", tile_n=128, schedule="pingpong",
                           splits=2), (256, 1000, 4096)),  # N not a multiple of the tile
+    # programmatic dependent launch: waits_for_predecessor runs each behind a kernel that writes the inputs late
+    ("small", dict(SMALL_OK, pdl=True), (64, 512, 2048)),
+    ("small", dict(SMALL_CLUSTER, pdl=True), (64, 2048, 4096)),
+    ("ampere_cute", dict(AMPERE_OK, pdl=True), (1000, 1000, 1024)),
+    ("hopper_wgmma", dict(HOPPER_OK, pdl=True), (4096, 1024, 12288)),
+    ("hopper_wgmma", dict(HOPPER_OK, scheduler="streamk", splits=2, tile_n=128, cluster_m=1, pdl=True),
+     (512, 2048, 4096)),
+    ("hopper_wgmma", dict(HOPPER_SLICED, pdl=True), (64, 2048, 4096)),
 ])
 def test_sample_passes_the_evaluators_checks_on_gpu(family, params, shape):
     """Every correctness check of the evaluator (exact {0,1} draws, deviation bound, accumulator honesty, guard

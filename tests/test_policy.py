@@ -249,3 +249,20 @@ def test_output_bound_small_k_starts_with_the_measured_tiles(shape, tile):
     assert canonical(first) in {canonical(c.params) for c in batch if c.family == "ampere_cute"}
     tiny = priors.priors("ampere_cute", (512, 512, 64), "fp32", "sm_90a")  # 2^18 outputs: launch-bound, unchanged
     assert (tiny[1]["bm"], tiny[1]["bn"]) == (32, 32)
+
+
+def test_every_proposal_uses_pdl_on_sm90_and_none_on_sm80():
+    """PDL is a launch knob the policy always sets where the GPU has it; it is never mutated away."""
+    pol = BuiltinPolicy(0)
+    hist = []
+    for shape in ((64, 2048, 4096), (1024, 2048, 64), (8192, 4096, 16384)):
+        cands = pol.propose(shape, "fp32", "sm_90a", history=hist, n=8)
+        assert cands and all(c.params.get("pdl") is True for c in cands)
+    old = {"family": "ampere_cute", "params": {"bm": 64, "bn": 64, "bk": 64, "wm": 2, "wn": 2, "stages": 3,
+           "prefetch": 2, "sw_b": 3, "sw_m": 3, "sw_s": 3, "block_swizzle": 1, "reg_pipeline": True,
+           "epilogue": "smem", "split_k": 1, "acc": "fp32"}, "speedup": 0.98, "status": "ok"}
+    cands = BuiltinPolicy(0).propose((128, 4096, 128), "fp32", "sm_90a", history=[old], n=8)
+    assert all(c.params.get("pdl") is True for c in cands)
+    assert any(c.family == "ampere_cute" for c in cands)
+    cands = BuiltinPolicy(0).propose((128, 4096, 128), "fp32", "sm_80", history=[], n=8)
+    assert cands and all("pdl" not in c.params for c in cands)

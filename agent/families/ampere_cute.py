@@ -4,7 +4,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from .common import WS_FLOATS, arch_limits, ceil_div, check_keys, render_feasible, splitk_problem
+from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, WS_FLOATS, arch_limits, ceil_div, launch_knobs, launch_problem,
+                     render_feasible, splitk_problem, validate_with_defaults)
 
 NAME = "ampere_cute"
 TEMPLATE = "ampere_cute.cu.j2"
@@ -26,12 +27,13 @@ DOMAIN: dict[str, tuple] = {
     "epilogue": ("direct", "smem"),
     "split_k": (1, 2, 3, 4, 6, 8),
     "acc": ("fp32", "fp16"),
+    **LAUNCH_DOMAIN,
 }
+DEFAULTS: dict[str, Any] = dict(LAUNCH_DEFAULTS)
 
 
 def validate(params: dict[str, Any]) -> dict[str, Any]:
-    check_keys(params, DOMAIN)
-    return dict(params)
+    return validate_with_defaults(params, DOMAIN, DEFAULTS)
 
 
 def smem_bytes(p: dict[str, Any]) -> int:
@@ -48,6 +50,8 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
     lim = arch_limits(arch)
     if lim.sm < 80:
         return False, f"{arch}: cp.async/mma.sync m16n8k16 need sm_80+"
+    if why := launch_problem(p, lim):
+        return False, why
     threads = p["wm"] * p["wn"] * 32
     if threads > 512:
         return False, f"{threads} threads per block (limit 16 warps here)"
@@ -91,7 +95,7 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
 
 
 def render(params: dict[str, Any]) -> str:
-    return render_feasible("ampere_cute", TEMPLATE, validate(params), feasible, ws_floats=WS_FLOATS)
+    return render_feasible("ampere_cute", TEMPLATE, validate(params), feasible, defaults=DEFAULTS, ws_floats=WS_FLOATS)
 
 
 def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") -> list[dict[str, Any]]:
@@ -105,7 +109,7 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
                             p = {"bm": bm, "bn": bn, "bk": bk, "wm": wm, "wn": wn, "stages": stages,
                                  "prefetch": stages - 1, "sw_b": 3 if bk == 64 else 2, "sw_m": 3, "sw_s": 3,
                                  "block_swizzle": bsw, "reg_pipeline": regp, "epilogue": epi, "split_k": split,
-                                 "acc": acc}
+                                 "acc": acc, **launch_knobs(arch)}
                             if feasible(p, shape, arch)[0]:
                                 out.append(p)
     return out

@@ -84,6 +84,30 @@ def check_keys(params: dict[str, Any], allowed: dict[str, tuple]) -> None:
             raise ValueError(f"{k}={params[k]!r} is outside {list(dom)}")
 
 
+def validate_with_defaults(params: dict[str, Any], domain: dict[str, tuple], defaults: dict[str, Any]) -> dict[str, Any]:
+    """The canonical form: every knob checked, knobs at their default left out (knobs added after the first
+    configs were measured default to the old behaviour, so earlier candidates keep name, archive key and build)."""
+    full = {**defaults, **params}
+    check_keys(full, domain)
+    return {k: v for k, v in full.items() if not (k in defaults and v == defaults[k])}
+
+
+# Launch knobs every family has. `pdl`: programmatic dependent launch (pdl.cu.j2), an sm_90 feature.
+LAUNCH_DOMAIN: dict[str, tuple] = {"pdl": (False, True)}
+LAUNCH_DEFAULTS: dict[str, Any] = {"pdl": False}
+
+
+def launch_knobs(arch: str) -> dict[str, Any]:
+    """The launch knobs the policy always uses on `arch` (not searched: PDL only removes launch latency)."""
+    return {"pdl": arch_limits(arch).sm >= 90}
+
+
+def launch_problem(p: dict[str, Any], lim: ArchLimits) -> str:
+    if p.get("pdl") and lim.sm < 90:
+        return f"pdl: programmatic dependent launch needs sm_90+, not {lim.name}"
+    return ""
+
+
 def cutlass_include_dirs() -> list[str]:
     """CUTLASS/CuTe headers of the nvidia-cutlass pip package (include/ and tools/util/include/)."""
     try:

@@ -4,7 +4,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from .common import arch_limits, ceil_div, check_keys, render_feasible
+from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, arch_limits, ceil_div, launch_knobs, render_feasible,
+                     validate_with_defaults)
 
 # The batched split-K keeps its fp32 slices in a static workspace of this many floats (32 MiB).
 SLICE_WS_FLOATS = 8 * 1024 * 1024
@@ -29,13 +30,14 @@ DOMAIN: dict[str, tuple] = {
     "b_operand": ("col", "row"),  # col: B_col_major (K-major), row: B (N-major)
     "swap_ab": (False, True),  # compute C^T = B^T A^T: puts N on the wgmma M side (small M, large N)
     "acc": ("fp32", "fp16"),
+    **LAUNCH_DOMAIN,
 }
+DEFAULTS: dict[str, Any] = dict(LAUNCH_DEFAULTS)
 EPILOGUE_SMEM_ESTIMATE = 32 * 1024
 
 
 def validate(params: dict[str, Any]) -> dict[str, Any]:
-    check_keys(params, DOMAIN)
-    return dict(params)
+    return validate_with_defaults(params, DOMAIN, DEFAULTS)
 
 
 def stage_bytes(p: dict[str, Any]) -> int:
@@ -96,7 +98,8 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
 
 
 def render(params: dict[str, Any]) -> str:
-    return render_feasible("hopper_wgmma", TEMPLATE, validate(params), feasible, ws_floats=SLICE_WS_FLOATS)
+    return render_feasible("hopper_wgmma", TEMPLATE, validate(params), feasible, defaults=DEFAULTS,
+                           ws_floats=SLICE_WS_FLOATS)
 
 
 def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") -> list[dict[str, Any]]:
@@ -114,7 +117,8 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
                 for stages in (0, 3, 4, 5, 6):
                     p = {"tile_m": tm, "tile_n": tn, "tile_k": tk, "cluster_m": cm, "cluster_n": cn,
                          "schedule": sched, "scheduler": scheduler, "splits": splits, "raster": raster,
-                         "swizzle": swz, "stages": stages, "b_operand": bop, "swap_ab": swap, "acc": acc}
+                         "swizzle": swz, "stages": stages, "b_operand": bop, "swap_ab": swap, "acc": acc,
+                         **launch_knobs(arch)}
                     if feasible(p, shape, arch)[0]:
                         out.append(p)
     return out

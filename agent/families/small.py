@@ -4,7 +4,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from .common import WS_FLOATS, arch_limits, ceil_div, check_keys, render_feasible, splitk_problem
+from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, WS_FLOATS, arch_limits, ceil_div, launch_knobs, launch_problem,
+                     render_feasible, splitk_problem, validate_with_defaults)
 
 NAME = "small"
 TEMPLATE = "small.cu.j2"
@@ -19,16 +20,15 @@ DOMAIN: dict[str, tuple] = {
     "split_k": (1, 2, 3, 4, 6, 8, 12, 16),
     "cluster_k": (1, 2, 4, 8),
     "epi": ("direct", "smem"),
+    **LAUNCH_DOMAIN,
 }
 # Knobs added after the first configs were measured: at their default they are left out of the canonical params,
 # so earlier candidates keep their identity (name, archive key, build cache).
-DEFAULTS: dict[str, Any] = {"cluster_k": 1, "epi": "direct"}
+DEFAULTS: dict[str, Any] = {"cluster_k": 1, "epi": "direct", **LAUNCH_DEFAULTS}
 
 
 def validate(params: dict[str, Any]) -> dict[str, Any]:
-    full = {**DEFAULTS, **params}
-    check_keys(full, DOMAIN)
-    return {k: v for k, v in full.items() if not (k in DEFAULTS and v == DEFAULTS[k])}
+    return validate_with_defaults(params, DOMAIN, DEFAULTS)
 
 
 def smem_bytes(p: dict[str, Any]) -> int:
@@ -46,6 +46,8 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
     lim = arch_limits(arch)
     if lim.sm < 80:
         return False, f"{arch}: mma.sync m16n8k16 + cp.async need sm_80+"
+    if why := launch_problem(p, lim):
+        return False, why
     ck = p.get("cluster_k", 1)
     if ck > 1:
         if lim.sm < 90:
@@ -110,7 +112,7 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
             for stages in (2, 3, 4, 5):
                 for split, ck, epi in _k_splits(arch):
                     p = validate({"bm": bm, "bn": bn, "bk": bk, "wm": wm, "wn": wn, "stages": stages,
-                                  "split_k": split, "cluster_k": ck, "epi": epi})
+                                  "split_k": split, "cluster_k": ck, "epi": epi, **launch_knobs(arch)})
                     if feasible(p, shape, arch)[0]:
                         out.append(p)
     return out

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from agent.families import FAMILY_NAMES, candidate_name, canonical, full_params, get, normal_params
-from agent.families.common import ARCHS
+from agent.families.common import ARCHS, LAUNCH_DOMAIN, launch_knobs
 from . import costmodel, priors
 
 ACCS = ("fp32", "fp16")
@@ -61,7 +61,7 @@ def _knob_distance(dom: dict[str, tuple], a: dict[str, Any], b: dict[str, Any]) 
     return d / max(len(dom), 1)
 
 
-def _mutations(dom: dict[str, tuple], p: dict[str, Any], rng: random.Random, fixed: Iterable[str] = ("acc",)) -> list[dict[str, Any]]:
+def _mutations(dom: dict[str, tuple], p: dict[str, Any], rng: random.Random, fixed: Iterable[str] = ("acc", *LAUNCH_DOMAIN)) -> list[dict[str, Any]]:
     """All one-knob moves to an adjacent value (ordered knobs) or another value (categorical), plus a few
     random two-knob moves."""
     out = []
@@ -302,7 +302,8 @@ class BuiltinPolicy:
         out, keys = [], set()
         for p, why in pool:
             try:
-                p = normal_params(fam, p)
+                # history, seeds and mutations may come from configs measured before a launch knob existed
+                p = normal_params(fam, {**p, **launch_knobs(arch)})
             except ValueError:
                 continue  # a seed from an older or foreign archive with knobs this family no longer has
             key = canonical(p)

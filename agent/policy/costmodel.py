@@ -22,6 +22,7 @@ CLUSTER_REDUCE_US = 0.4  # the cluster split's reduction stays in distributed sh
 STREAMK_SPLIT_US = 1.2  # CUTLASS stream-K split-K fixup, per split (H200: 2 splits +4.6 us, 4 splits +6.7 us)
 SLICE_SUM_US = 0.8  # batched split-K: the summing kernel, launched early (PDL), beyond its own memory traffic
 KTILE_LATENCY_US = 0.12  # serial cost of one main-loop iteration that the pipeline cannot hide
+PDL_US = 0.9  # programmatic dependent launch: launch latency hidden behind the previous kernel (H200, measured)
 
 
 def _occupancy(threads: int, smem: int, regs: int, arch: str) -> int:
@@ -61,6 +62,10 @@ def _mma_sync_time(shape, bm, bn, bk, threads, smem, split, stages, arch, warp_t
 
 def estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], arch: str = "sm_90a") -> float:
     """Estimated time of one call in microseconds (used for ranking only)."""
+    return _estimate_us(family, p, shape, arch) - (PDL_US if p.get("pdl") else 0.0)
+
+
+def _estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> float:
     m, n, k = shape
     if family == "small":
         threads = p["wm"] * p["wn"] * 32

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from agent.families.common import ceil_div
+from agent.families.common import ceil_div, launch_knobs
 
 SMALL_FLOP = 2 ** 33  # below: the launch and the k-loop latency dominate
 LARGE_FLOP = 2 ** 35  # above: wgmma tensor-core throughput dominates
@@ -253,9 +253,11 @@ def _output_bound_ampere(shape: tuple[int, int, int], acc: str) -> list[dict[str
 
 def priors(family: str, shape: tuple[int, int, int], acc: str, arch: str) -> list[dict[str, Any]]:
     if family == "small":
-        return small_priors(shape, arch)
-    if family == "ampere_cute":
-        return ampere_priors(shape, acc)
-    if family == "hopper_wgmma":
-        return hopper_priors(shape, acc) if arch == "sm_90a" else []
-    raise ValueError(family)
+        out = small_priors(shape, arch)
+    elif family == "ampere_cute":
+        out = ampere_priors(shape, acc)
+    elif family == "hopper_wgmma":
+        out = hopper_priors(shape, acc) if arch == "sm_90a" else []
+    else:
+        raise ValueError(family)
+    return [{**p, **launch_knobs(arch)} for p in out]

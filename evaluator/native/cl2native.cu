@@ -183,6 +183,35 @@ __global__ void block_until_released(volatile int* flag, unsigned long long time
   }
 }
 
+// The kernel just before a checked call: it lets programmatically dependent grids launch at once, keeps them
+// waiting for spin_ns, then writes the operands (from their snapshots) and poisons C. A candidate launched with
+// programmatic dependent launch that touches global memory before griddepcontrol.wait reads stale inputs or has
+// its output overwritten; an ordinary launch starts after this kernel anyway.
+__global__ void late_writer(half* a, const half* sa, size_t na, half* b, const half* sb, size_t nb, half* bc,
+                            const half* sbc, uint16_t* c, size_t nc, unsigned long long spin_ns) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < spin_ns);
+  const size_t step = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nb; i += step) {
+    if (i < na) a[i] = sa[i];
+    b[i] = sb[i];
+    bc[i] = sbc[i];
+  }
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < na; i += step) if (i >= nb) a[i] = sa[i];
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nc; i += step) c[i] = 0x7E00;
+}
+
+// An ordinary (non-PDL) launch put after every call in offline timing: a candidate that overlaps its launch with
+// the previous kernel (programmatic dependent launch) then overlaps this one, as it would any kernel in a real
+// stream, never the tail of its own previous call. Its own time is measured alone and subtracted.
+__global__ void separator_kernel() {}
+
 // ---- callables: the candidate and the baselines behind one interface ----------------------------------------
 typedef int (*hgemm_fn)(const half*, const half*, const half*, half*, int, int, int, cudaStream_t);
 
@@ -395,6 +424,17 @@ int cl2_transpose(const void* src, void* dst, int rows, int cols) {
   return 0;
 }
 
+int cl2_late_write(void* a, const void* sa, size_t na, void* b, const void* sb, size_t nb, void* bc,
+                   const void* sbc, void* c, size_t nc, unsigned long long spin_ns) {
+  int dev = 0, sms = 0;
+  CUDA_TRY(cudaGetDevice(&dev));
+  CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  late_writer<<<sms, 256, 0, g_stream>>>((half*)a, (const half*)sa, na, (half*)b, (const half*)sb, nb, (half*)bc,
+                                         (const half*)sbc, (uint16_t*)c, nc, spin_ns);
+  CUDA_TRY(cudaGetLastError());
+  return 0;
+}
+
 int cl2_copy(void* dst, const void* src, size_t bytes) {
   CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g_stream));
   return 0;
@@ -567,17 +607,27 @@ float cl2_elapsed_ms() {
 
 // Times `reps` back-to-back calls of one callable between two events, after a held start so that host launch
 // cost is hidden (offline mode). Returns milliseconds per call, or a negative value on error (rc in *status).
-double cl2_time_batch(int id, const void* A, const void* B, const void* Bc, void* C, int reps, int hold,
+int cl2_separator() {
+  separator_kernel<<<1, 32, 0, g_stream>>>();
+  CUDA_TRY(cudaGetLastError());
+  return 0;
+}
+
+// id < 0 times separators alone (sep must be set).
+double cl2_time_batch(int id, const void* A, const void* B, const void* Bc, void* C, int reps, int hold, int sep,
                       int* status) {
   *status = 0;
-  const Callable& c = g_calls[id];
   if (hold && cl2_hold()) {
     *status = -1;
     return -1;
   }
   cudaEventRecord(g_ev0, g_stream);
   for (int r = 0; r < reps; ++r) {
-    int rc = call(c, (const half*)A, (const half*)B, (const half*)Bc, (half*)C);
+    int rc = id < 0 ? 0 : call(g_calls[id], (const half*)A, (const half*)B, (const half*)Bc, (half*)C);
+    if (rc == 0 && sep) {
+      separator_kernel<<<1, 32, 0, g_stream>>>();
+      rc = cudaGetLastError() == cudaSuccess ? 0 : -2;
+    }
     if (rc) {
       *status = rc;
       cl2_release();
