@@ -120,6 +120,10 @@ def test_pdl_is_an_sm90_launch_knob_that_keeps_earlier_identities():
     src = hopper_wgmma.render(dict(HOPPER_OK, pdl=True))
     assert "#define CUTLASS_ENABLE_GDC_FOR_SM90" in src and "launch_with_pdl=*/true" in src
     assert "CUTLASS_ENABLE_GDC_FOR_SM90" not in hopper_wgmma.render(HOPPER_OK)
+    streamk = dict(HOPPER_OK, scheduler="streamk", pdl=True)
+    assert "stream-K" in hopper_wgmma.feasible(streamk, None, "sm_90a")[1]  # CUTLASS's GDC path does not build
+    assert families.with_launch_knobs("hopper_wgmma", streamk, "sm_90a")["pdl"] is False
+    assert families.with_launch_knobs("hopper_wgmma", HOPPER_OK, "sm_90a")["pdl"] is True
 
 
 def test_shape_constraints():
@@ -200,8 +204,6 @@ def test_sample_of_each_family_compiles_with_nvcc():
     ("small", dict(SMALL_CLUSTER, pdl=True), (64, 2048, 4096)),
     ("ampere_cute", dict(AMPERE_OK, pdl=True), (1000, 1000, 1024)),
     ("hopper_wgmma", dict(HOPPER_OK, pdl=True), (4096, 1024, 12288)),
-    ("hopper_wgmma", dict(HOPPER_OK, scheduler="streamk", splits=2, tile_n=128, cluster_m=1, pdl=True),
-     (512, 2048, 4096)),
     ("hopper_wgmma", dict(HOPPER_SLICED, pdl=True), (64, 2048, 4096)),
 ])
 def test_sample_passes_the_evaluators_checks_on_gpu(family, params, shape):

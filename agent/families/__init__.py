@@ -10,7 +10,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-from .common import ARCHS, arch_limits, candidate_name, canonical, cutlass_include_dirs
+from .common import ARCHS, arch_limits, candidate_name, canonical, cutlass_include_dirs, launch_knobs
 
 FAMILY_NAMES = ("small", "ampere_cute", "hopper_wgmma")
 
@@ -45,10 +45,16 @@ def normal_params(family: str, params: dict[str, Any]) -> dict[str, Any]:
     return get(family).validate(params)
 
 
+def with_launch_knobs(family: str, params: dict[str, Any], arch: str) -> dict[str, Any]:
+    """The params with the launch knobs the policy uses on `arch`, where the family supports them for this config."""
+    q = {**params, **launch_knobs(arch)}
+    return q if get(family).feasible(q, None, arch)[0] else {**params, **{k: False for k in launch_knobs(arch)}}
+
+
 def needs_cutlass(family: str) -> bool:
     """Whether the family's sources include CUTLASS/CuTe headers (the compile needs cutlass_include_dirs())."""
     return bool(getattr(get(family), "NEEDS_CUTLASS", False))
 
 
 __all__ = ["ARCHS", "FAMILY_NAMES", "arch_limits", "candidate_name", "canonical", "cutlass_include_dirs",
-           "families", "full_params", "get", "needs_cutlass", "normal_params", "render"]
+           "families", "full_params", "get", "needs_cutlass", "normal_params", "render", "with_launch_knobs"]

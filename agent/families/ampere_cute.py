@@ -111,5 +111,5 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
                                  "block_swizzle": bsw, "reg_pipeline": regp, "epilogue": epi, "split_k": split,
                                  "acc": acc, **launch_knobs(arch)}
                             if feasible(p, shape, arch)[0]:
-                                out.append(p)
+                                out.append(validate(p))
     return out

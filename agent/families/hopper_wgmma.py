@@ -57,6 +57,9 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         return False, "the cooperative schedule splits tile_m over 2 consumer warpgroups: tile_m must be 128 or 256"
     if not coop and p["tile_m"] not in (64, 128):
         return False, "the ping-pong schedule gives each consumer warpgroup a whole tile: tile_m must be 64 or 128"
+    if p["scheduler"] == "streamk" and p.get("pdl"):
+        return False, ("pdl: CUTLASS's stream-K scheduler does not build with CUTLASS_ENABLE_GDC_FOR_SM90 "
+                       "(sm90_tile_scheduler_stream_k.hpp, const reference)")
     if p["scheduler"] == "streamk" and not coop:
         return False, "CUTLASS's ping-pong kernel does not support the stream-K scheduler"
     if p["splits"] > 1 and p["scheduler"] == "persistent":
@@ -118,7 +121,7 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
                     p = {"tile_m": tm, "tile_n": tn, "tile_k": tk, "cluster_m": cm, "cluster_n": cn,
                          "schedule": sched, "scheduler": scheduler, "splits": splits, "raster": raster,
                          "swizzle": swz, "stages": stages, "b_operand": bop, "swap_ab": swap, "acc": acc,
-                         **launch_knobs(arch)}
+                         "pdl": launch_knobs(arch)["pdl"] and scheduler != "streamk"}
                     if feasible(p, shape, arch)[0]:
-                        out.append(p)
+                        out.append(validate(p))
     return out

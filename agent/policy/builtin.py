@@ -20,8 +20,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from agent.families import FAMILY_NAMES, candidate_name, canonical, full_params, get, normal_params
-from agent.families.common import ARCHS, LAUNCH_DOMAIN, launch_knobs
+from agent.families import FAMILY_NAMES, candidate_name, canonical, full_params, get, normal_params, with_launch_knobs
+from agent.families.common import ARCHS, LAUNCH_DOMAIN
 from . import costmodel, priors
 
 ACCS = ("fp32", "fp16")
@@ -303,7 +303,7 @@ class BuiltinPolicy:
         for p, why in pool:
             try:
                 # history, seeds and mutations may come from configs measured before a launch knob existed
-                p = normal_params(fam, {**p, **launch_knobs(arch)})
+                p = normal_params(fam, with_launch_knobs(fam, p, arch))
             except ValueError:
                 continue  # a seed from an older or foreign archive with knobs this family no longer has
             key = canonical(p)

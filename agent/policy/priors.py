@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from agent.families.common import ceil_div, launch_knobs
+from agent.families import with_launch_knobs
+from agent.families.common import ceil_div
 
 SMALL_FLOP = 2 ** 33  # below: the launch and the k-loop latency dominate
 LARGE_FLOP = 2 ** 35  # above: wgmma tensor-core throughput dominates
@@ -260,4 +261,4 @@ def priors(family: str, shape: tuple[int, int, int], acc: str, arch: str) -> lis
         out = hopper_priors(shape, acc) if arch == "sm_90a" else []
     else:
         raise ValueError(family)
-    return [{**p, **launch_knobs(arch)} for p in out]
+    return [with_launch_knobs(family, p, arch) for p in out]
