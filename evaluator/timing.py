@@ -5,9 +5,10 @@ alike. Offline mode times back-to-back batches behind a host-released hold, so h
 idle GPU time. Every offline call is followed by an ordinary empty kernel (the separator) whose own time, measured
 alone in the same round, is subtracted: a candidate launched with programmatic dependent launch overlaps its launch
 with the kernel before it, as it would in any stream, but never with its own previous call. For launches without
-PDL the separator adds its time and nothing else (measured on the H200: +0.00-0.01 us). Server mode leaves the GPU idle for a random exponential gap before each single call and does not
-count the gap. Speedups are per-round ratios t_baseline / t_candidate, averaged as in the paper (eq. 2), with the
-median and a 95% bootstrap interval over rounds.
+PDL the separator adds its time and nothing else (measured on the H200: +0.00-0.01 us). Server mode leaves the GPU
+idle for a random exponential gap before each single call and does not count the gap. Speedups are per-round
+ratios t_baseline / t_candidate, averaged as in the paper (eq. 2), with the median and a 95% bootstrap interval
+over rounds.
 """
 from __future__ import annotations
 

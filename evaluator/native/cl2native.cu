@@ -197,20 +197,23 @@ __global__ void late_writer(half* a, const half* sa, size_t na, half* b, const h
   do {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   } while (t - t0 < spin_ns);
-  const size_t step = (size_t)gridDim.x * blockDim.x;
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nb; i += step) {
-    if (i < na) a[i] = sa[i];
+  const size_t first = blockIdx.x * (size_t)blockDim.x + threadIdx.x, step = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = first; i < na; i += step) a[i] = sa[i];
+  for (size_t i = first; i < nb; i += step) {
     b[i] = sb[i];
     bc[i] = sbc[i];
   }
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < na; i += step) if (i >= nb) a[i] = sa[i];
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nc; i += step) c[i] = 0x7E00;
+  for (size_t i = first; i < nc; i += step) c[i] = 0x7E00;
 }
 
 // An ordinary (non-PDL) launch put after every call in offline timing: a candidate that overlaps its launch with
 // the previous kernel (programmatic dependent launch) then overlaps this one, as it would any kernel in a real
 // stream, never the tail of its own previous call. Its own time is measured alone and subtracted.
 __global__ void separator_kernel() {}
+static cudaError_t launch_separator() {
+  separator_kernel<<<1, 32, 0, g_stream>>>();
+  return cudaGetLastError();
+}
 
 // ---- callables: the candidate and the baselines behind one interface ----------------------------------------
 typedef int (*hgemm_fn)(const half*, const half*, const half*, half*, int, int, int, cudaStream_t);
@@ -605,15 +608,14 @@ float cl2_elapsed_ms() {
   return ms;
 }
 
-// Times `reps` back-to-back calls of one callable between two events, after a held start so that host launch
-// cost is hidden (offline mode). Returns milliseconds per call, or a negative value on error (rc in *status).
 int cl2_separator() {
-  separator_kernel<<<1, 32, 0, g_stream>>>();
-  CUDA_TRY(cudaGetLastError());
+  CUDA_TRY(launch_separator());
   return 0;
 }
 
-// id < 0 times separators alone (sep must be set).
+// Times `reps` back-to-back calls of one callable between two events, after a held start so that host launch
+// cost is hidden (offline mode); `sep` puts the separator after every call, and id < 0 times separators alone.
+// Returns milliseconds per call, or a negative value on error (rc in *status).
 double cl2_time_batch(int id, const void* A, const void* B, const void* Bc, void* C, int reps, int hold, int sep,
                       int* status) {
   *status = 0;
@@ -624,10 +626,7 @@ double cl2_time_batch(int id, const void* A, const void* B, const void* Bc, void
   cudaEventRecord(g_ev0, g_stream);
   for (int r = 0; r < reps; ++r) {
     int rc = id < 0 ? 0 : call(g_calls[id], (const half*)A, (const half*)B, (const half*)Bc, (half*)C);
-    if (rc == 0 && sep) {
-      separator_kernel<<<1, 32, 0, g_stream>>>();
-      rc = cudaGetLastError() == cudaSuccess ? 0 : -2;
-    }
+    if (rc == 0 && sep && launch_separator() != cudaSuccess) rc = -2;
     if (rc) {
       *status = rc;
       cl2_release();
