@@ -56,6 +56,29 @@ def test_server_mode_times_single_calls(pool):
     assert set(r.candidate.detail["timing"]["reps"].values()) == {1}
 
 
+def test_big_shape_is_timed_power_steady(pool):
+    # cuBLAS takes ~0.1 ms here: past the quick profile's 0.05 ms, so every timed batch follows a lead-in of the
+    # same callable (docs/evaluator.md, power-steady timing) and only the speedup targets are timed.
+    r = evaluate((KERNELS / "reference_wmma.cu").read_text(), (2048, 2048, 8192), pool=pool)
+    assert r.status == R.OK, r.reason
+    meta = r.candidate.detail["timing"]
+    steady = meta["steady"]
+    assert set(r.baselines) == {"cublas-NN", "cublas-TN", "cublaslt-autotune-NN", "cublaslt-autotune-TN"}
+    assert set(steady["not_timed"]) >= {"cublaslt-heuristic-NN", "cublaslt-heuristic-TN"}
+    assert meta["rounds"] == r.candidate.samples == 5
+    for name, n_lead in steady["lead"].items():
+        per_call_ms = (r.candidate if name == "candidate" else r.baselines[name]).median_us / 1e3
+        assert n_lead * per_call_ms >= 0.5 * steady["lead_ms"], (name, n_lead, per_call_ms)
+    assert r.speedup("cublaslt-autotune-max") is not None
+
+
+def test_small_shape_is_not_timed_power_steady(pool):
+    r = evaluate((KERNELS / "reference_wmma.cu").read_text(), (256, 256, 256), pool=pool)
+    assert r.status == R.OK, r.reason
+    assert "steady" not in r.candidate.detail["timing"]
+    assert "cublaslt-heuristic-NN" in r.baselines
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_hostile_kernel_is_refused(pool, name):
     exp = EXPECTED[name]

@@ -170,7 +170,8 @@ def hopper_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> list
     out = [base]
     pm, pn = (n, m) if base["swap_ab"] else (m, n)
     tiles = ceil_div(pm, base["tile_m"]) * ceil_div(pn, base["tile_n"])
-    if tiles > sms and tiles / (ceil_div(tiles, sms) * sms) < 0.8:
+    ragged = tiles > sms and tiles / (ceil_div(tiles, sms) * sms) < 0.8
+    if ragged:
         # The last wave of the big tile is mostly empty (12288x512x12288: 192 tiles of 128x256 = 1.45 waves); 128x128
         # tiles quantise better: ping-pong 0.994 and cooperative 0.981 there, against 0.93-0.94 for 128x256 (H200).
         out = [plain(tile_m=128, tile_n=128, schedule="pingpong"),
@@ -184,6 +185,8 @@ def hopper_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> list
         # 0.947 on 1024x12288x256, where cooperative got 0.78; on 2M-element outputs cooperative led by 4-5%
         out = ([pp, coop] if m * n >= 2 ** 23 else [coop, pp]) + [
             plain(tile_m=64, tile_n=128, schedule="pingpong", swap_ab=False)] + out
+    if flop(shape) >= LARGE_FLOP and base["schedule"] == "cooperative":
+        out = _power_bound_priors(shape, base, ragged) + out
     if base["schedule"] == "cooperative":
         out.append(dict(base, raster="along_n", swizzle=4, scheduler="persistent", splits=1))
         if base["tile_m"] == 128 and base["tile_n"] == 256:
@@ -214,6 +217,25 @@ def hopper_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> list
         if tiles >= 66 or ceil_div(k, 64) < 16:
             continue
         out.append(plain(tile_m=tm, tile_n=tn, schedule="cooperative", swap_ab=swap))
+    return out
+
+
+def _power_bound_priors(shape: tuple[int, int, int], base: dict[str, Any], ragged: bool) -> list[dict[str, Any]]:
+    """Large GEMMs run at the GPU's power limit, where DRAM traffic costs clock (docs/evaluator.md, power-steady
+    timing). On 16384x12288x8192 (H200, power-steady) a 128x256 tile moved 10.5 GB of DRAM with swizzle 2, 7.5 GB
+    with swizzle 8 (0.93 -> 0.98 of cuBLASLt), and 256x192, the largest tile whose 192 accumulators per thread fit,
+    5.8 GB at 0.995. So: 256x192 wherever 192 divides a side, then the base tile with the widest swizzle unless its
+    last wave is mostly empty (`ragged`)."""
+    m, n, k = shape
+    raster = "along_n" if n >= m else "along_m"
+    out = [] if ragged else [dict(base, raster=raster, swizzle=8, scheduler="persistent", splits=1)]
+    wide = dict(base, tile_m=256, tile_n=192, cluster_m=2, cluster_n=1, raster=raster, swizzle=8,
+                scheduler="persistent", splits=1)
+    if n % 192 == 0 and m >= 256:
+        out.insert(0, dict(wide, swap_ab=False))
+    elif m % 192 == 0 and n % 256 == 0:
+        # C^T = B^T A^T puts M on the 192 side (12288x512x12288: 1.02 of cuBLASLt against 0.98 for 128x128)
+        out.insert(0, dict(wide, swap_ab=True, cluster_m=1, raster="along_n" if m >= n else "along_m"))
     return out
 
 
