@@ -205,6 +205,9 @@ def test_sample_of_each_family_compiles_with_nvcc():
     ("ampere_cute", dict(AMPERE_OK, pdl=True), (1000, 1000, 1024)),
     ("hopper_wgmma", dict(HOPPER_OK, pdl=True), (4096, 1024, 12288)),
     ("hopper_wgmma", dict(HOPPER_SLICED, pdl=True), (64, 2048, 4096)),
+    # 192 accumulators per consumer thread, swapped so that 192 covers M; M and N not multiples of the tile
+    ("hopper_wgmma", dict(HOPPER_OK, tile_m=256, tile_n=192, swap_ab=True, cluster_m=1, swizzle=8, pdl=True),
+     (1000, 520, 1024)),
 ])
 def test_sample_passes_the_evaluators_checks_on_gpu(family, params, shape):
     """Every correctness check of the evaluator (exact {0,1} draws, deviation bound, accumulator honesty, guard
