@@ -136,7 +136,7 @@ def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: Oper
             times[name].append(max(raw[name] - s_us, 1e-3))
         rounds += 1
     meta = {"rounds": rounds, "warmup_s": round(warm_s, 3), "reps": reps,
-            "unheld": [n for n, h in hold.items() if not h], "mode": mode}
+            "unheld": [n for n in callables if not hold[n]], "mode": mode}
     if sep:
         meta["separator_us"] = round(float(np.median(sep_us)), 3)
     if steady:
