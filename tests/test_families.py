@@ -136,6 +136,24 @@ def test_shape_constraints():
                                     (4096, 4096, 4096), "sm_86")[0]  # 99 KB of shared memory there
 
 
+def test_swizzles_that_cutlass_caps_or_pads_are_refused():
+    """The sm90 tile schedulers round each side of the CTA grid up to swizzle x cluster and compute the padding; a
+    swizzle wider than the grid's short side allows is capped, which makes it the same kernel as the narrower one."""
+    shape = (1024, 12288, 8192)  # 128x256: 8 x 48 CTAs
+    assert hopper_wgmma.cta_grid(HOPPER_OK, shape) == (8, 48, 4)
+    ok, why = hopper_wgmma.feasible(dict(HOPPER_OK, swizzle=8), shape, "sm_90a")
+    assert not ok and "8x48 to 16x48" in why
+    wide = dict(HOPPER_OK, tile_m=256, tile_n=192)  # 4 x 64 CTAs: swizzle 4 would need 8 rows of a 2x1 cluster
+    assert not hopper_wgmma.feasible(wide, shape, "sm_90a")[0]
+    assert hopper_wgmma.fit_swizzle(wide, shape)["swizzle"] == 2
+    capped = dict(HOPPER_OK, cluster_m=1, swizzle=8)  # 512 rows: 4 CTAs on the short side, swizzle 8 acts as 4
+    ok, why = hopper_wgmma.feasible(capped, (512, 12288, 8192), "sm_90a")
+    assert not ok and "same kernel as swizzle 4" in why
+    assert hopper_wgmma.feasible(dict(capped, swizzle=4), (512, 12288, 8192), "sm_90a")[0]
+    # a side that does not fill the cluster is padded by the cluster itself, whatever the swizzle
+    assert hopper_wgmma.cta_grid(dict(HOPPER_OK, swizzle=1), (1408, 12288, 8192)) == (12, 48, 1)
+
+
 def test_batched_split_k_rules_and_render():
     ok = hopper_wgmma.feasible(HOPPER_SLICED, (64, 2048, 4096), "sm_90a")
     assert ok == (True, "")
@@ -206,7 +224,7 @@ def test_sample_of_each_family_compiles_with_nvcc():
     ("hopper_wgmma", dict(HOPPER_OK, pdl=True), (4096, 1024, 12288)),
     ("hopper_wgmma", dict(HOPPER_SLICED, pdl=True), (64, 2048, 4096)),
     # 192 accumulators per consumer thread, swapped so that 192 covers M; M and N not multiples of the tile
-    ("hopper_wgmma", dict(HOPPER_OK, tile_m=256, tile_n=192, swap_ab=True, cluster_m=1, swizzle=8, pdl=True),
+    ("hopper_wgmma", dict(HOPPER_OK, tile_m=256, tile_n=192, swap_ab=True, cluster_m=1, swizzle=1, pdl=True),
      (1000, 520, 1024)),
 ])
 def test_sample_passes_the_evaluators_checks_on_gpu(family, params, shape):

@@ -45,6 +45,44 @@ def stage_bytes(p: dict[str, Any]) -> int:
     return (p["tile_m"] + p["tile_n"]) * p["tile_k"] * 2
 
 
+def cta_grid(p: dict[str, Any], shape: tuple[int, int, int]) -> tuple[int, int, int]:
+    """(CTAs along M, CTAs along N, swizzle in effect) as CUTLASS's sm90 tile schedulers lay out the grid
+    (tile_scheduler_params.h): each side rounded up to the cluster, the swizzle capped by the grid's short side (8 needs
+    6 CTAs, 4 needs 3, 2 needs 2), then each side rounded up to swizzle x cluster. A tile of the padding is a valid work
+    unit there: it is loaded (zero-filled by TMA) and multiplied like any other, and only its stores are predicated
+    off. Measured on the H200: 1024x12288x8192 with 128x256, cluster 2x1, swizzle 8 (16 CTA rows for 8) at 0.56 of
+    cuBLASLt, where the same tile with swizzle 4 (stream-K) reached 0.95."""
+    m, n, _ = shape
+    pm, pn = (n, m) if p["swap_ab"] else (m, n)
+    cm, cn = p["cluster_m"], p["cluster_n"]
+    gm = ceil_div(ceil_div(pm, p["tile_m"]), cm) * cm
+    gn = ceil_div(ceil_div(pn, p["tile_n"]), cn) * cn
+    short = min(gm, gn)
+    s = next((s for s, need in ((8, 6), (4, 3), (2, 2)) if p["swizzle"] >= s and short >= need), 1)
+    return ceil_div(gm, s * cm) * s * cm, ceil_div(gn, s * cn) * s * cn, s
+
+
+def fit_swizzle(p: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, Any]:
+    """`p` with the widest swizzle up to its own that CUTLASS applies as asked and that adds no tiles to the grid."""
+    for s in sorted((s for s in DOMAIN["swizzle"] if s <= p["swizzle"]), reverse=True):
+        q = dict(p, swizzle=s)
+        if _swizzle_waste(q, shape) is None:
+            return q
+    return dict(p, swizzle=1)
+
+
+def _swizzle_waste(p: dict[str, Any], shape: tuple[int, int, int]) -> str | None:
+    gm, gn, s = cta_grid(p, shape)
+    if s < p["swizzle"]:
+        return (f"CUTLASS caps swizzle {p['swizzle']} at {s} on this grid (its short side is too short): the same "
+                f"kernel as swizzle {s}")
+    base_m, base_n, _ = cta_grid(dict(p, swizzle=1), shape)
+    if gm * gn > base_m * base_n:
+        return (f"swizzle {s} pads the CTA grid from {base_m}x{base_n} to {gm}x{gn}; CUTLASS computes the padding's "
+                f"tiles like real ones")
+    return None
+
+
 def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: str) -> tuple[bool, str]:
     try:
         p = validate(params)
@@ -100,6 +138,8 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             return False, f"tile_m={p['tile_m']} is mostly padding for problem M={pm}"
         if p["tile_n"] >= 4 * pn and p["tile_n"] > 64:
             return False, f"tile_n={p['tile_n']} is mostly padding for problem N={pn}"
+        if waste := _swizzle_waste(p, shape):
+            return False, waste
     return True, ""
 
 

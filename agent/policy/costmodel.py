@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from agent.families import hopper_wgmma
 from agent.families.common import arch_limits, ceil_div
 
 MMA_SYNC_PEAK = 600e12  # dense fp16 mma.sync, whole chip, flop/s (measured kernels reach ~60-65% of wgmma peak)
@@ -89,9 +90,9 @@ def _estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], ar
         return t * 1e6 + (0.0 if p["epilogue"] == "smem" else 0.2)
     if family == "hopper_wgmma":
         sms = arch_limits(arch).num_sms
-        pm, pn = (n, m) if p["swap_ab"] else (m, n)
         tm, tn, tk = p["tile_m"], p["tile_n"], p["tile_k"]
-        tiles = ceil_div(pm, tm) * ceil_div(pn, tn)
+        gm, gn, _ = hopper_wgmma.cta_grid(p, shape)  # CUTLASS computes the tiles that pad the grid to the cluster
+        tiles = gm * gn
         coop = p["schedule"] == "cooperative"
         eff = {(128, 256): 1.0, (256, 128): 1.0, (128, 192): 0.95, (128, 128): 0.88, (64, 256): 0.85,
                (64, 128): 0.75, (64, 192): 0.8, (256, 64): 0.8, (128, 64): 0.7, (64, 64): 0.6, (256, 192): 1.02,
@@ -104,7 +105,7 @@ def _estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], ar
             eff *= 0.9  # half the stages of tile_k=64 in the same shared memory: measured 10-40% slower on H200
         cl = p["cluster_m"] * p["cluster_n"]
         eff *= {1: 0.97, 2: 1.0, 4: 0.99}[cl]
-        padded = 2.0 * ceil_div(pm, tm) * tm * ceil_div(pn, tn) * tn * k
+        padded = 2.0 * gm * tm * gn * tn * k
         if p["scheduler"] == "streamk":
             units = tiles * p["splits"] if p["splits"] > 1 else max(tiles, sms)
             waves_factor = 1.0 if p["splits"] == 1 else ceil_div(units, sms) * sms / units

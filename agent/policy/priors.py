@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from agent.families import with_launch_knobs
+from agent.families import hopper_wgmma, with_launch_knobs
 from agent.families.common import ceil_div
 
 SMALL_FLOP = 2 ** 33  # below: the launch and the k-loop latency dominate
@@ -280,7 +280,8 @@ def priors(family: str, shape: tuple[int, int, int], acc: str, arch: str) -> lis
     elif family == "ampere_cute":
         out = ampere_priors(shape, acc)
     elif family == "hopper_wgmma":
-        out = hopper_priors(shape, acc) if arch == "sm_90a" else []
+        # a swizzle that CUTLASS would cap or that pads the grid is refused: keep the prior, narrower
+        out = [hopper_wgmma.fit_swizzle(p, shape) for p in hopper_priors(shape, acc)] if arch == "sm_90a" else []
     else:
         raise ValueError(family)
     return [with_launch_knobs(family, p, arch) for p in out]
