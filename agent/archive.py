@@ -12,6 +12,8 @@ Stable interface (the campaign, export/import, inspect and report build on it; s
     find_by_hash(gpu, acc, shape, source_hash) -> Variant | None
     history(gpu, acc, shape) -> list[Variant]                     # oldest first
     best(gpu, acc, shape, baseline="cublaslt-autotune-max") -> Variant | None
+    ranked(gpu, acc, shape, baseline=...) -> list[Variant]          # by the geometric mean of all measurements
+    add_remeasure(id, result); remeasures(id) -> list[EvalResult]  # later measurements of a variant
     neighbours(gpu, acc, shape, k=4) -> list[Variant]              # best of the nearest other shapes (log2 space)
     shapes() -> list[ShapeKey]                                     # (gpu, acc, (m, n, k)) with any variant
     set_ncu(id, ncu)                                               # attach a profile later
@@ -60,6 +62,12 @@ CREATE TABLE IF NOT EXISTS variants (
 );
 CREATE INDEX IF NOT EXISTS variants_key ON variants (gpu, acc, m, n, k, status, speedup);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS remeasures (
+    variant_id INTEGER NOT NULL REFERENCES variants(id),
+    result TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS remeasures_variant ON remeasures (variant_id);
 """
 SCHEMA_VERSION = "1"
 
@@ -190,6 +198,25 @@ class Archive:
                             (gpu, acc, m, n, k, h)).fetchone()
         return int(row["id"])
 
+    def add_remeasure(self, variant_id: int, result: EvalResult) -> None:
+        """Another evaluation of an archived variant (same source, same mode): ranked() pools it with the first."""
+        with self._conn() as c:
+            c.execute("INSERT INTO remeasures VALUES (?,?,?)", (variant_id, scrub(result.to_json()), time.time()))
+
+    def remeasures(self, variant_id: int) -> list[EvalResult]:
+        return self._remeasures([variant_id]).get(variant_id, [])
+
+    def _remeasures(self, ids: list[int]) -> dict[int, list[EvalResult]]:
+        out: dict[int, list[EvalResult]] = {}
+        if not ids:
+            return out
+        with self._conn() as c:
+            rows = c.execute(f"SELECT variant_id, result FROM remeasures WHERE variant_id IN "
+                             f"({','.join('?' * len(ids))}) ORDER BY rowid", ids).fetchall()
+        for r in rows:
+            out.setdefault(int(r["variant_id"]), []).append(EvalResult.from_json(r["result"]))
+        return out
+
     def set_ncu(self, variant_id: int, ncu: dict[str, Any] | None) -> None:
         with self._conn() as c:
             c.execute("UPDATE variants SET ncu=? WHERE id=?", (json.dumps(ncu) if ncu is not None else None,
@@ -237,10 +264,22 @@ class Archive:
         return ranked[0] if ranked else None
 
     def ranked(self, gpu: str, acc: str, shape, baseline: str = DEFAULT_BASELINE) -> list[Variant]:
-        """Correct, timed variants, fastest first against `baseline` (ties: the earlier one first)."""
+        """Correct, timed variants, fastest first against `baseline` (ties: the earlier one first). A variant measured
+        more than once ranks by the geometric mean of its speedups (`extra["pooled_speedup"]`, `extra["measurements"]`);
+        one that failed a check when re-evaluated is dropped."""
         ok = [v for v in self.history(gpu, acc, shape) if v.status == "ok"]
-        scored = [(v.result.speedup(baseline), v) for v in ok]
-        scored = [(s, v) for s, v in scored if s is not None]
+        later = self._remeasures([v.id for v in ok])
+        scored = []
+        for v in ok:
+            again = later.get(v.id, [])
+            if any(not r.ok for r in again if r.status not in ("no_gpu", "error")):
+                continue
+            sp = [x for x in (r.speedup(baseline) for r in [v.result, *again] if r.ok) if x]
+            if not sp or v.result.speedup(baseline) is None:
+                continue
+            v.extra["pooled_speedup"] = math.exp(sum(map(math.log, sp)) / len(sp))
+            v.extra["measurements"] = len(sp)
+            scored.append((v.extra["pooled_speedup"], v))
         scored.sort(key=lambda sv: (-sv[0], sv[1].id))
         return [v for _, v in scored]
 

@@ -59,8 +59,10 @@ def summarise_run(run_dir: Path, a) -> str:
     gpu = rows[0].gpu if rows else "?"
     lines = [f"# Built-in policy benchmark ({a.acc} accumulation)", "",
              f"- device: {gpu}; date: {datetime.date.today().isoformat()}; shapes: `{a.shapes}`",
-             f"- budget: {a.budget} candidates per shape, quick timing profile during the search; each shape's best",
-             "  kernel re-measured offline and server against every baseline, interleaved in one worker process",
+             f"- budget: {a.budget} candidates per shape, quick timing profile during the search; the 3 leaders",
+             "  measured a second time and the winner chosen on both measurements (`--confirm-top`); the winner",
+             "  re-measured offline and server against every baseline, interleaved in one worker process; GPU s",
+             "  counts every evaluation, the second ones included",
              f"- command: `python3 scripts/bench_builtin_policy.py --shapes {a.shapes} --budget {a.budget} "
              f"--per-step {a.per_step} --acc {a.acc} --ncu {a.ncu}" + (f" --lanes {a.lanes}" if a.lanes else "") + "`",
              ""]
@@ -69,7 +71,8 @@ def summarise_run(run_dir: Path, a) -> str:
         if not sel:
             continue
         s = summarise(sel, BASELINE)
-        big = [r.speedup(BASELINE) for r in sel if r.log2_mnk >= 36 and r.speedup(BASELINE) is not None]
+        # the threshold is 2^36 FLOP, i.e. 2*M*N*K >= 2^36
+        big = [r.speedup(BASELINE) for r in sel if r.log2_mnk + 1 >= 36 and r.speedup(BASELINE) is not None]
         lines += [f"## {mode}", "",
                   f"geomean {_f(s['geomean'])}, win rate {_pct(s['win_rate'])} over {s['n_all']} shapes, "
                   f"shapes ≥ 2^36 FLOP: min {_f(min(big) if big else None)}, "
@@ -79,8 +82,8 @@ def summarise_run(run_dir: Path, a) -> str:
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(sel, key=lambda r: r.log2_mnk):
             hist = archive.history(r.gpu, r.acc, r.shape)
-            gpu_s = sum(v.result.wall_seconds - (v.result.compile.seconds if v.result.compile else 0)
-                        for v in hist)
+            gpu_s = sum(res.wall_seconds - (res.compile.seconds if res.compile else 0)
+                        for v in hist for res in [v.result, *archive.remeasures(v.id)])
             cpu_s = sum(v.result.compile.build_seconds for v in hist if v.result.compile)
             fam = next((v.family for v in hist if v.id == r.variant_id), "") or ""
             ci = _ci(r)

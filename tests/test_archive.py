@@ -57,6 +57,39 @@ def test_add_find_history_best(tmp_path):
         a.source(999)
 
 
+def _scaled(r: EvalResult, factor: float) -> EvalResult:
+    """The same evaluation with every speedup multiplied by `factor` (a slower or faster second measurement)."""
+    r = EvalResult.from_dict(r.to_dict())
+    for t in r.baselines.values():
+        t.speedup_mean = t.speedup_mean * factor if t.speedup_mean else t.speedup_mean
+    return r
+
+
+def test_remeasures_pool_into_the_ranking(tmp_path):
+    """A leader whose second measurement is slower falls behind one that held up; one that fails a check when
+    re-evaluated leaves the ranking; the first measurement itself is never rewritten."""
+    a = Archive(tmp_path / "archive.sqlite")
+    shape = (4096, 4096, 4096)
+    for t in ["naive", "tile128", "wgmma"]:
+        add(a, t)
+    assert [v.id for v in a.ranked("H200", "fp32", shape)] == [3, 2, 1]
+    first = {v.id: v.speedup for v in a.ranked("H200", "fp32", shape)}
+    assert all(v.extra["measurements"] == 1 for v in a.ranked("H200", "fp32", shape))
+    a.add_remeasure(3, _scaled(a.get(3).result, 0.4))
+    a.add_remeasure(2, _scaled(a.get(2).result, 1.0))
+    ranked = a.ranked("H200", "fp32", shape)
+    assert [v.id for v in ranked][:2] == [2, 3]
+    lead = ranked[1]
+    assert lead.extra["measurements"] == 2
+    assert lead.extra["pooled_speedup"] == pytest.approx(first[3] * 0.4 ** 0.5, rel=1e-6)
+    assert a.get(3).speedup == first[3] and len(a.remeasures(3)) == 1 and a.remeasures(1) == []
+    assert a.best("H200", "fp32", shape).id == 2
+    broken = EV(kernel_source("wrong"), shape)
+    assert broken.status == "incorrect"
+    a.add_remeasure(2, broken)
+    assert [v.id for v in a.ranked("H200", "fp32", shape)] == [3, 1]
+
+
 def test_shapes_and_neighbours_in_log2_space(tmp_path):
     a = Archive(tmp_path / "a.sqlite")
     add(a, "tile128", shape=(4096, 4096, 4096))

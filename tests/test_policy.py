@@ -69,7 +69,7 @@ def test_family_choice_follows_problem_size():
     small_batch = BuiltinPolicy(0).propose((64, 128, 128), "fp32", "sm_90a", [], n=8)
     large_batch = BuiltinPolicy(0).propose((8192, 4096, 16384), "fp32", "sm_90a", [], n=8)
     assert not any(c.family == "hopper_wgmma" for c in small_batch)
-    assert sum(c.family == "hopper_wgmma" for c in large_batch) >= 5
+    assert {c.family for c in large_batch} == {"hopper_wgmma"}  # mma.sync measured 0.37-0.53 there on the H200
     ampere_only = BuiltinPolicy(0).propose((8192, 4096, 16384), "fp32", "sm_80", [], n=4)
     assert {c.family for c in ampere_only} == {"ampere_cute"}
 
