@@ -26,6 +26,7 @@ import json
 import math
 import os
 import sqlite3
+import statistics
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -274,10 +275,11 @@ class Archive:
             again = later.get(v.id, [])
             if any(not r.ok for r in again if r.status not in ("no_gpu", "error")):
                 continue
-            sp = [x for x in (r.speedup(baseline) for r in [v.result, *again] if r.ok) if x]
-            if not sp or v.result.speedup(baseline) is None:
+            first = v.result.speedup(baseline)
+            if not first:
                 continue
-            v.extra["pooled_speedup"] = math.exp(sum(map(math.log, sp)) / len(sp))
+            sp = [first, *(x for x in (r.speedup(baseline) for r in again if r.ok) if x)]
+            v.extra["pooled_speedup"] = statistics.geometric_mean(sp)
             v.extra["measurements"] = len(sp)
             scored.append((v.extra["pooled_speedup"], v))
         scored.sort(key=lambda sv: (-sv[0], sv[1].id))
