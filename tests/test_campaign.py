@@ -82,12 +82,13 @@ def log_records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def campaign(tmp_path: Path, shapes, *, budget=6, delay=0.0, lanes=2, global_db=None, run="c1", cfg_lanes=None):
+def campaign(tmp_path: Path, shapes, *, budget=6, delay=0.0, lanes=2, global_db=None, run="c1", cfg_lanes=None,
+             confirm_top=3):
     from rich.console import Console
 
     seam = ReplaySeam(tmp_path / "calls.jsonl", delay=delay, lanes=lanes)
     cfg = CampaignConfig(run=run, shapes=list(shapes), budget_candidates=budget, runs_dir=tmp_path / "runs",
-                         global_archive=global_db, n_per_step=2, lanes=cfg_lanes)
+                         global_archive=global_db, n_per_step=2, lanes=cfg_lanes, confirm_top=confirm_top)
     buf = io.StringIO()
     summary = run_campaign(cfg, seam=seam, make_proposer=ScriptedProposer,
                            console=Console(file=buf, width=200), live=False)
@@ -143,6 +144,20 @@ def test_progress_archive_finals_and_global_seeding(tmp_path):
     n_before = len(log_records(tmp_path / "calls.jsonl"))
     campaign(tmp_path, shapes, budget=6, global_db=gdb)
     assert [r for r in log_records(tmp_path / "calls.jsonl")[n_before:] if r["op"] == "eval"] == []
+
+
+def test_confirm_top_zero_keeps_the_search_s_fastest(tmp_path):
+    """--confirm-top 0: no second measurements; each shape's winner is measured once per final mode only."""
+    from agent.archive import Archive
+
+    shape = (64, 64, 64)
+    cfg, summary, _ = campaign(tmp_path, [shape], budget=6, confirm_top=0)
+    assert not summary["failures"]
+    arch = Archive(cfg.run_dir / "archive.sqlite")
+    assert all(arch.remeasures(v.id) == [] for v in arch.history(GPU, "fp32", shape))
+    evals = Counter(r["hash"] for r in log_records(tmp_path / "calls.jsonl") if r["op"] == "eval")
+    assert evals[arch.best(GPU, "fp32", shape).source_hash] == 3  # the search, then offline and server finals
+    assert max(evals.values()) == 3 and sum(c > 1 for c in evals.values()) == 1
 
 
 def test_lanes_option_works_on_more_shapes_at_once(tmp_path):
