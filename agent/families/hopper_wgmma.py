@@ -16,7 +16,9 @@ NEEDS_CUTLASS = True
 
 DOMAIN: dict[str, tuple] = {
     "tile_m": (64, 128, 256),
-    "tile_n": (64, 128, 192, 256),
+    # multiples of 16 between the powers of two fit a tile grid to the SMs' waves (nvjet runs 96/160/176 too); CUTLASS's
+    # wgmma selector builds tile_n=168 from 8-wide atoms and its shared-memory layout then fails to compile
+    "tile_n": (64, 96, 128, 144, 160, 176, 192, 256),
     "tile_k": (64, 128),
     "cluster_m": (1, 2, 4),
     "cluster_n": (1, 2, 4),
@@ -30,9 +32,12 @@ DOMAIN: dict[str, tuple] = {
     "b_operand": ("col", "row"),  # col: B_col_major (K-major), row: B (N-major)
     "swap_ab": (False, True),  # compute C^T = B^T A^T: puts N on the wgmma M side (small M, large N)
     "acc": ("fp32", "fp16"),
+    # columns of the epilogue's sub-tile (0: CUTLASS's choice, 32 or fewer); each sub-tile is one register -> shared
+    # memory -> TMA store round with a barrier, and a one-wave grid runs every CTA's epilogue at once, unhidden
+    "epi_n": (0, 64, 128),
     **LAUNCH_DOMAIN,
 }
-DEFAULTS: dict[str, Any] = dict(LAUNCH_DEFAULTS)
+DEFAULTS: dict[str, Any] = {**LAUNCH_DEFAULTS, "epi_n": 0}
 EPILOGUE_SMEM_ESTIMATE = 32 * 1024
 MAX_ACC_REGS = 192
 
@@ -43,6 +48,11 @@ def validate(params: dict[str, Any]) -> dict[str, Any]:
 
 def stage_bytes(p: dict[str, Any]) -> int:
     return (p["tile_m"] + p["tile_n"]) * p["tile_k"] * 2
+
+
+def epilogue_smem(p: dict[str, Any]) -> int:
+    """Shared memory of an explicit epilogue sub-tile: two stages of (128 or 64) x epi_n elements of D."""
+    return 2 * (128 if p["schedule"] == "cooperative" else 64) * p.get("epi_n", 0) * (4 if p["scheduler"] == "batched" else 2)
 
 
 def cta_grid(p: dict[str, Any], shape: tuple[int, int, int]) -> tuple[int, int, int]:
@@ -113,10 +123,15 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
     # epilogue: 256x192 cooperative builds with 0 spills (ptxas, nvcc 13.0), 256 accumulators cannot.
     if acc_per_thread > MAX_ACC_REGS:
         return False, f"{acc_per_thread} accumulator registers per consumer thread (limit {MAX_ACC_REGS} of 240)"
+    if p["tile_n"] % 64 and p["b_operand"] == "row" and not p["swap_ab"]:
+        return False, (f"tile_n={p['tile_n']} with an N-major B: the 128-byte shared-memory swizzle needs tile_n a "
+                       "multiple of 64 there")
     if p["cluster_m"] * p["cluster_n"] > 4:
         return False, "cluster of more than 4 CTAs"
+    if p.get("epi_n") and p["tile_n"] % p["epi_n"]:
+        return False, f"epi_n={p['epi_n']} does not divide tile_n={p['tile_n']}"
     sb = stage_bytes(p)
-    need = (max(p["stages"], 2)) * sb + EPILOGUE_SMEM_ESTIMATE * (2 if batched else 1)  # fp32 D tiles
+    need = (max(p["stages"], 2)) * sb + max(EPILOGUE_SMEM_ESTIMATE, epilogue_smem(p)) * (2 if batched else 1)
     if need > lim.smem_per_block:
         return False, f"{max(p['stages'], 2)} stages x {sb} B + epilogue > {lim.smem_per_block} B shared memory"
     if shape is not None:
