@@ -154,6 +154,33 @@ def test_swizzles_that_cutlass_caps_or_pads_are_refused():
     assert hopper_wgmma.cta_grid(dict(HOPPER_OK, swizzle=1), (1408, 12288, 8192)) == (12, 48, 1)
 
 
+def test_wave_fitting_tiles_and_the_epilogue_sub_tile():
+    """tile_n between the powers of two is a multiple of 16 (168 builds from 8-wide wgmma atoms and fails in
+    CuTe's shared-memory layout); an N-major B needs a multiple of 64 for the 128-byte swizzle; epi_n divides tile_n
+    and its shared memory counts against the stages."""
+    shape = (8192, 2048, 8192)
+    assert hopper_wgmma.feasible(dict(HOPPER_OK, tile_m=256, tile_n=176, swizzle=1), shape, "sm_90a") == (True, "")
+    with pytest.raises(ValueError, match="outside"):
+        hopper_wgmma.validate(dict(HOPPER_OK, tile_n=168))
+    ok, why = hopper_wgmma.feasible(dict(HOPPER_OK, tile_m=256, tile_n=176, swizzle=1, b_operand="row"), shape,
+                                    "sm_90a")
+    assert not ok and "multiple of 64" in why
+    # swapped, the 176 side is A's rows (K-major) and B's N-major side is tile_m
+    assert hopper_wgmma.feasible(dict(HOPPER_OK, tile_m=256, tile_n=176, swizzle=1, b_operand="row", swap_ab=True),
+                                 shape, "sm_90a")[0]
+    ok, why = hopper_wgmma.feasible(dict(HOPPER_OK, tile_m=256, tile_n=192, swizzle=1, epi_n=128), shape, "sm_90a")
+    assert not ok and "does not divide" in why
+    big_epi = dict(HOPPER_OK, epi_n=128, stages=4)  # 4 x 48 KiB + 2 x 128 x 128 x 2 B > 227 KiB
+    ok, why = hopper_wgmma.feasible(big_epi, shape, "sm_90a")
+    assert not ok and "shared memory" in why
+    assert hopper_wgmma.feasible(dict(big_epi, stages=3), shape, "sm_90a")[0]
+    src = hopper_wgmma.render(dict(HOPPER_OK, epi_n=64))
+    assert "Shape<_128, _64>, ElementAcc" in src and "EpilogueTileAuto" not in src
+    assert "EpilogueTileAuto" in hopper_wgmma.render(HOPPER_OK)
+    # the default stays out of the canonical params, so names of configs measured before the knob do not change
+    assert "epi_n" not in families.normal_params("hopper_wgmma", dict(HOPPER_OK, epi_n=0))
+
+
 def test_batched_split_k_rules_and_render():
     ok = hopper_wgmma.feasible(HOPPER_SLICED, (64, 2048, 4096), "sm_90a")
     assert ok == (True, "")
@@ -226,6 +253,10 @@ def test_sample_of_each_family_compiles_with_nvcc():
     # 192 accumulators per consumer thread, swapped so that 192 covers M; M and N not multiples of the tile
     ("hopper_wgmma", dict(HOPPER_OK, tile_m=256, tile_n=192, swap_ab=True, cluster_m=1, swizzle=1, pdl=True),
      (1000, 520, 1024)),
+    # a tile_n between the powers of two (CUTLASS's selector builds it from 16-wide wgmma atoms), ragged on both sides
+    ("hopper_wgmma", dict(HOPPER_OK, tile_m=256, tile_n=176, cluster_m=1, swizzle=1), (1000, 1000, 1024)),
+    # an explicit 128x128 epilogue sub-tile with an N-major B, one CTA per cluster
+    ("hopper_wgmma", dict(HOPPER_OK, cluster_m=1, swizzle=1, b_operand="row", epi_n=128, pdl=True), (1000, 520, 1024)),
 ])
 def test_sample_passes_the_evaluators_checks_on_gpu(family, params, shape):
     """Every correctness check of the evaluator (exact {0,1} draws, deviation bound, accumulator honesty, guard

@@ -220,6 +220,24 @@ def test_power_bound_shapes_start_with_the_least_dram_traffic():
     assert priors.priors("hopper_wgmma", (8192, 4096, 16384), "fp32", "sm_90a")[0]["tile_n"] == 256
 
 
+def test_one_wave_big_shapes_start_without_a_cluster():
+    """128 tiles on 132 SMs (1024x4096x8192, 4096x1024x12288): the first prior has one CTA per cluster and the
+    128-column epilogue sub-tile (power-steady on the H200: 1% faster than 2x1), and the cost model no longer ranks
+    the 2x1 cluster above it there; on a multi-wave grid 2x1 keeps its edge."""
+    for shape in ((1024, 4096, 8192), (4096, 1024, 12288)):
+        first = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[0]
+        assert (first["tile_m"], first["tile_n"], first["cluster_m"], first["cluster_n"]) == (128, 256, 1, 1)
+        assert first["epi_n"] == 128 and get("hopper_wgmma").feasible(first, shape, "sm_90a") == (True, "")
+        paired = dict(first, cluster_m=2)
+        assert costmodel.estimate_us("hopper_wgmma", first, shape) < costmodel.estimate_us("hopper_wgmma", paired,
+                                                                                             shape)
+    many = (8192, 4096, 16384)
+    assert priors.priors("hopper_wgmma", many, "fp32", "sm_90a")[0]["cluster_m"] == 2
+    p = dict(priors.priors("hopper_wgmma", many, "fp32", "sm_90a")[0], swizzle=1, raster="heuristic")
+    assert costmodel.estimate_us("hopper_wgmma", p, many) < costmodel.estimate_us("hopper_wgmma", dict(p, cluster_m=1),
+                                                                                  many)
+
+
 @pytest.mark.parametrize("shape", [(1024, 12288, 8192), (12288, 512, 12288), (1024, 4096, 8192), (8192, 2048, 8192)])
 def test_hopper_priors_keep_a_swizzle_that_cutlass_applies_without_padding(shape):
     """CUTLASS caps the swizzle by the grid's short side and pads both sides to swizzle x cluster, computing the padding
