@@ -52,7 +52,8 @@ def stage_bytes(p: dict[str, Any]) -> int:
 
 def epilogue_smem(p: dict[str, Any]) -> int:
     """Shared memory of an explicit epilogue sub-tile: two stages of (128 or 64) x epi_n elements of D."""
-    return 2 * (128 if p["schedule"] == "cooperative" else 64) * p.get("epi_n", 0) * (4 if p["scheduler"] == "batched" else 2)
+    rows = 128 if p["schedule"] == "cooperative" else 64
+    return 2 * rows * p.get("epi_n", 0) * (4 if p["scheduler"] == "batched" else 2)
 
 
 def cta_grid(p: dict[str, Any], shape: tuple[int, int, int]) -> tuple[int, int, int]:

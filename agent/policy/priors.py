@@ -190,7 +190,7 @@ def hopper_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> list
         out = ([pp, coop] if m * n >= 2 ** 23 else [coop, pp]) + [
             plain(tile_m=64, tile_n=128, schedule="pingpong", swap_ab=False)] + out
     if flop(shape) >= LARGE_FLOP and base["schedule"] == "cooperative":
-        out = _power_bound_priors(shape, base, ragged, sms) + out
+        out = _power_bound_priors(shape, base, ragged, one_wave=tiles <= sms) + out
     if base["schedule"] == "cooperative":
         out.append(dict(base, raster="along_n", swizzle=4, scheduler="persistent", splits=1))
         if base["tile_m"] == 128 and base["tile_n"] == 256:
@@ -225,7 +225,7 @@ def hopper_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> list
 
 
 def _power_bound_priors(shape: tuple[int, int, int], base: dict[str, Any], ragged: bool,
-                        sms: int = 132) -> list[dict[str, Any]]:
+                        one_wave: bool) -> list[dict[str, Any]]:
     """Large GEMMs run at the GPU's power limit, where DRAM traffic costs clock (docs/evaluator.md, power-steady
     timing). On 16384x12288x8192 (H200, power-steady) a 128x256 tile moved 10.5 GB of DRAM with swizzle 2, 7.5 GB
     with swizzle 8 (0.93 -> 0.98 of cuBLASLt), and 256x192, the largest tile whose 192 accumulators per thread fit,
@@ -234,8 +234,7 @@ def _power_bound_priors(shape: tuple[int, int, int], base: dict[str, Any], ragge
     m, n, k = shape
     raster = "along_n" if n >= m else "along_m"
     out = [] if ragged else [dict(base, raster=raster, swizzle=8, scheduler="persistent", splits=1)]
-    pm, pn = (n, m) if base["swap_ab"] else (m, n)
-    if ceil_div(pm, base["tile_m"]) * ceil_div(pn, base["tile_n"]) <= sms:
+    if one_wave:
         # One wave (1024x4096x8192, 4096x1024x12288: 128 tiles): no later wave reuses what a cluster multicasts, and
         # every epilogue runs at once, unhidden. Power-steady on the H200, 1024x4096x8192: one CTA per cluster
         # 0.1067 ms against 0.1078 for 2x1 (the SM clock +1%), epi_n=128 0.1075; cuBLASLt 0.1060.
