@@ -9,7 +9,7 @@ export PYTHONPATH=/tmp/site:$PWD CUDAL2_CACHE=${CUDAL2_CACHE:-/tmp/cl2cache} PYT
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
 timeout "${TEST_TIMEOUT:-420}" python3 -m pytest -q -m gpu ${TESTS:-tests} -p no:cacheprovider \
   --junitxml="$OUT/junit.xml" 2>&1 | tee "$OUT/pytest.txt" | tail -25
-if [ -n "${QUICKSTART:-1}" ]; then
+if [ -n "${QUICKSTART-1}" ]; then  # QUICKSTART= (empty) skips the campaign
   timeout "${CAMPAIGN_TIMEOUT:-300}" python3 -m agent.cli campaign --shapes examples/shapes_small.txt --model builtin \
     --budget "${BUDGET:-4}" --run quickstart --runs-dir /tmp/runs --no-global 2>&1 | tail -15 | tee "$OUT/campaign.txt"
   python3 -m agent.cli report quickstart --runs-dir /tmp/runs -o "$OUT/report.html" 2>&1 | tail -3
