@@ -2,10 +2,9 @@
 # On a lent GPU machine (no network): install the carried wheels (.whl/, from scripts/fetch_device_wheels.sh), run every GPU test,
 # then the README's main job (the quickstart campaign) and its report. Logs go to $OUT (or ./device-out).
 set -uo pipefail
+cd "$(dirname "$0")/.."
 OUT=${OUT:-device-out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || exit 1
-export PYTHONPATH=/tmp/site:$PWD CUDAL2_CACHE=${CUDAL2_CACHE:-/tmp/cl2cache} PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+. scripts/device_env.sh || exit 1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
 timeout "${TEST_TIMEOUT:-420}" python3 -m pytest -q -m gpu ${TESTS:-tests} -p no:cacheprovider \
   --junitxml="$OUT/junit.xml" 2>&1 | tee "$OUT/pytest.txt" | tail -25

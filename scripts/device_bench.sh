@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# On a lent GPU machine: one slice of a built-in policy benchmark spread over several device calls or sessions.
+#   RUN=builtin-fp32-r12 [RUNS_TGZ=path/runs.tgz] [BENCH_S=540] bash scripts/device_bench.sh --shapes FILE --budget 12 ...
+# RUNS_TGZ is the runs.tgz an earlier slice returned: the campaign resumes from it, since every machine starts bare.
+# The run folder is packed into $OUT/runs.tgz at the end, also when BENCH_S stops the campaign; once the campaign
+# finishes, $OUT holds the generated table too. Other arguments go to scripts/bench_builtin_policy.py.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-device-out}; mkdir -p "$OUT"
+. scripts/device_env.sh || exit 1
+RUN=${RUN:?set RUN to the campaign run name}
+RUNS=/tmp/runs; mkdir -p "$RUNS"
+if [ -n "${RUNS_TGZ:-}" ]; then tar xzf "$RUNS_TGZ" -C "$RUNS" || exit 1; fi
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv > "$OUT/gpu.txt" 2>&1
+timeout "${BENCH_S:-540}" python3 scripts/bench_builtin_policy.py --run "$RUN" --runs-dir "$RUNS" --out "$OUT" "$@" \
+  > "$OUT/bench.log" 2>&1
+rc=$?
+if [ -d "$RUNS/$RUN" ]; then tar czf "$OUT/runs.tgz" -C "$RUNS" "$RUN"; fi
+tail -40 "$OUT/bench.log"
+if [ $rc -eq 124 ]; then echo "stopped after ${BENCH_S:-540} s: run again with RUNS_TGZ=<this runs.tgz> to resume"; fi
+exit $rc
