@@ -228,3 +228,13 @@ class RecordedEvaluator:
         r.source_hash, r.code_length = h, len(source)
         self._log(f"done {tag} {h}")
         return r
+
+
+def scaled_result(r, factor: float):
+    """The same evaluation with every speedup multiplied by `factor` (a slower or faster second measurement)."""
+    from evaluator.record import EvalResult
+
+    r = EvalResult.from_dict(r.to_dict())
+    for t in r.baselines.values():
+        t.speedup_mean = t.speedup_mean * factor if t.speedup_mean else t.speedup_mean
+    return r

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from http_servers import RecordedEvaluator, kernel_source  # noqa: E402
+from http_servers import RecordedEvaluator, kernel_source, scaled_result  # noqa: E402
 
 from agent.archive import Archive, ShapeKey, source_hash  # noqa: E402
 from agent.secrets import REDACTED, register_env, scrub, scrub_obj  # noqa: E402
@@ -57,14 +57,6 @@ def test_add_find_history_best(tmp_path):
         a.source(999)
 
 
-def _scaled(r: EvalResult, factor: float) -> EvalResult:
-    """The same evaluation with every speedup multiplied by `factor` (a slower or faster second measurement)."""
-    r = EvalResult.from_dict(r.to_dict())
-    for t in r.baselines.values():
-        t.speedup_mean = t.speedup_mean * factor if t.speedup_mean else t.speedup_mean
-    return r
-
-
 def test_remeasures_pool_into_the_ranking(tmp_path):
     """A leader whose second measurement is slower falls behind one that held up; one that fails a check when
     re-evaluated leaves the ranking; the first measurement itself is never rewritten."""
@@ -75,8 +67,8 @@ def test_remeasures_pool_into_the_ranking(tmp_path):
     assert [v.id for v in a.ranked("H200", "fp32", shape)] == [3, 2, 1]
     first = {v.id: v.speedup for v in a.ranked("H200", "fp32", shape)}
     assert all(v.extra["measurements"] == 1 for v in a.ranked("H200", "fp32", shape))
-    a.add_remeasure(3, _scaled(a.get(3).result, 0.4))
-    a.add_remeasure(2, _scaled(a.get(2).result, 1.0))
+    a.add_remeasure(3, scaled_result(a.get(3).result, 0.4))
+    a.add_remeasure(2, scaled_result(a.get(2).result, 1.0))
     ranked = a.ranked("H200", "fp32", shape)
     assert [v.id for v in ranked][:2] == [2, 3]
     lead = ranked[1]

@@ -1,0 +1,58 @@
+"""The built-in policy benchmark's generated table (scripts/bench_builtin_policy.py), read from a run folder."""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from http_servers import RecordedEvaluator, kernel_source, scaled_result  # noqa: E402
+
+from agent.archive import Archive  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SHAPE = (4096, 4096, 4096)
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_builtin_policy", REPO / "scripts" / "bench_builtin_policy.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _run(tmp_path: Path) -> tuple[Path, float, float]:
+    ev, run = RecordedEvaluator(), tmp_path / "runs" / "r"
+    a = Archive(run / "archive.sqlite")
+    for tag in ("naive", "tile128", "wgmma"):
+        a.add("r", "H200", "fp32", SHAPE, kernel_source(tag), "builtin", ev(kernel_source(tag), SHAPE),
+              family="hopper_wgmma")
+    best = a.ranked("H200", "fp32", SHAPE)[0]
+    second = scaled_result(best.result, 0.98)
+    a.add_remeasure(best.id, second)
+    return run, best.result.speedup("cublaslt-autotune-max"), second.speedup("cublaslt-autotune-max")
+
+
+def test_the_table_shows_the_winners_search_measurements(tmp_path):
+    run, first, second = _run(tmp_path)
+    args = argparse.Namespace(acc="fp32", shapes="shapes.txt", budget=3, per_step=3, ncu="off", lanes=None)
+    md = _bench().summarise_run(run, args)
+    row = next(line for line in md.splitlines() if line.startswith("| 4096 | 4096 | 4096 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    header = next(line for line in md.splitlines() if line.startswith("| M | N | K |"))
+    names = [c.strip() for c in header.strip("|").split("|")]
+    assert len(cells) == len(names)
+    assert cells[names.index("search measurements")] == f"{first:.3f} / {second:.3f}"
+    assert cells[names.index("family")] == "hopper_wgmma"
+    assert cells[names.index("tried")] == "3"
+
+
+def test_report_only_writes_into_a_new_folder(tmp_path):
+    run, _, _ = _run(tmp_path)
+    out = tmp_path / "not" / "there"
+    p = subprocess.run([sys.executable, "scripts/bench_builtin_policy.py", "--report-only", "--run", "r",
+                        "--runs-dir", str(run.parent), "--out", str(out)], cwd=REPO, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "| 4096 | 4096 | 4096 |" in (out / "builtin_policy_fp32.md").read_text()
