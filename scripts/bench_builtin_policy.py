@@ -80,8 +80,8 @@ def summarise_run(run_dir: Path, a) -> str:
                   f"shapes ≥ 2^36 FLOP: min {_f(min(big) if big else None)}, "
                   f"geomean {_f(math.exp(sum(map(math.log, big)) / len(big)) if big else None)}; "
                   f"max(kernel, baseline) mean {_f(s['dispatch_mean'])}", "",
-                  "| M | N | K | speedup vs AutoTuning-max | 95% CI | search measurements | family | tried | correct | GPU s "
-                  "| nvcc s (one core each) |",
+                  "| M | N | K | speedup vs AutoTuning-max | 95% CI | search measurements | family | tried | correct "
+                  "| GPU s | nvcc s (one core each) |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(sel, key=lambda r: r.log2_mnk):
             hist = archive.history(r.gpu, r.acc, r.shape)

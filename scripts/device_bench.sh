@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On a lent GPU machine: one slice of a built-in policy benchmark spread over several device calls or sessions.
-#   RUN=builtin-fp32-r12 [RUNS_TGZ=path/runs.tgz] [BENCH_S=540] bash scripts/device_bench.sh --shapes FILE --budget 12 ...
+#   RUN=builtin-fp32-r12 [RUNS_TGZ=path/runs.tgz] [BENCH_S=540] \
+#     bash scripts/device_bench.sh --shapes FILE --budget 12 ...
 # RUNS_TGZ is the runs.tgz an earlier slice returned: the campaign resumes from it, since every machine starts bare.
 # The run folder is packed into $OUT/runs.tgz at the end, also when BENCH_S stops the campaign; once the campaign
 # finishes, $OUT holds the generated table too. Other arguments go to scripts/bench_builtin_policy.py.
