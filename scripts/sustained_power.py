@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Sustained time, SM clock and board power of family configs beside cuBLASLt-AutoTuning (GPU machine).
+
+Big GEMMs run back to back hold a GPU at its power limit, where the SM clock follows the kernel's power: two
+kernels that need the same cycles per call can differ in time by their energy per cycle. This separates the two
+(docs/design/builtin_policy.md, "Energy per cycle").
+
+    python3 scripts/sustained_power.py SPEC.json --out DIR [--lead-s 0.5] [--timed-s 1.5] [--rounds 2]
+
+SPEC.json: {"MxNxK": {"target name": {"family": ..., "params": {...}}, ...}, ...}. Every config must first pass
+every check of the evaluator (evaluator.api.evaluate, quick profile, in its own worker process); one that does not
+is reported and left out. Then, in this process, each target and cuBLASLt-AutoTuning NN and TN (`lt-NN`, `lt-TN`)
+runs `lead_s` untimed and `timed_s` timed, one after another, while NVML is read every `sample_ms`; the rounds
+alternate forward and reverse order. Per target and round: ms per call (CUDA events over back-to-back batches),
+the median SM clock, board power and temperature in the timed window, and kcycles per call (ms × MHz). The
+results go to DIR/sustained.json after each shape.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import json
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+BASELINE = "cublaslt-autotune-max"
+LT = {"lt-NN": "cublaslt-autotune-NN", "lt-TN": "cublaslt-autotune-TN"}
+BATCH_MS = 40.0  # one timed batch; the host sync between batches idles the GPU for well under 0.1% of it
+
+
+def parse_spec(spec: dict, arch: str) -> list[tuple[tuple[int, int, int], dict[str, str]]]:
+    """[(shape, {target: rendered source})]; raises ValueError naming the bad entry."""
+    from agent.families import render
+
+    if not isinstance(spec, dict) or not spec:
+        raise ValueError('the spec must be a non-empty object {"MxNxK": {"name": {"family": ..., "params": ...}}}')
+    out = []
+    for key, targets in spec.items():
+        try:
+            shape = tuple(int(x) for x in key.lower().split("x"))
+        except ValueError:
+            shape = ()
+        if len(shape) != 3 or min(shape) <= 0:
+            raise ValueError(f"{key!r} is not a shape: write it as MxNxK")
+        if not isinstance(targets, dict) or not targets:
+            raise ValueError(f"{key}: give at least one target")
+        srcs = {}
+        for name, cfg in targets.items():
+            if name in LT:
+                raise ValueError(f"{key}: {name!r} is the name of a baseline")
+            try:
+                srcs[name] = render(cfg["family"], cfg["params"], shape, arch)
+            except (KeyError, TypeError) as e:
+                raise ValueError(f"{key}/{name}: needs 'family' and 'params' ({e})") from e
+            except ValueError as e:
+                raise ValueError(f"{key}/{name}: refused: {e}") from e
+        out.append((shape, srcs))
+    return out
+
+
+class Sampler:
+    """SM clock (MHz), board power (W) and temperature (°C) from NVML every `period_s`, on a thread."""
+
+    def __init__(self, period_s: float):
+        self.nvml = ctypes.CDLL("libnvidia-ml.so.1")
+        self._ok(self.nvml.nvmlInit_v2(), "init")
+        self.dev = ctypes.c_void_p()
+        self._ok(self.nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(self.dev)), "device handle")
+        self.period_s, self.samples, self._stop = period_s, [], threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _ok(self, rc: int, what: str) -> None:
+        if rc != 0:
+            raise RuntimeError(f"NVML {what} failed (nvmlReturn_t {rc})")
+
+    def read(self) -> tuple[float, float, float]:
+        clk, mw, temp = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint()
+        self._ok(self.nvml.nvmlDeviceGetClockInfo(self.dev, 1, ctypes.byref(clk)), "SM clock")  # NVML_CLOCK_SM
+        self._ok(self.nvml.nvmlDeviceGetPowerUsage(self.dev, ctypes.byref(mw)), "power")
+        self._ok(self.nvml.nvmlDeviceGetTemperature(self.dev, 0, ctypes.byref(temp)), "temperature")
+        return float(clk.value), mw.value / 1000.0, float(temp.value)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.perf_counter(), *self.read()))
+            self._stop.wait(self.period_s)
+
+    def start(self) -> Sampler:
+        self.read()  # fail here, on the main thread, if NVML cannot answer
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def window(self, t0: float, t1: float) -> dict:
+        sel = [s for s in self.samples if t0 <= s[0] <= t1]
+        if not sel:
+            return {"samples": 0}
+        return {"samples": len(sel), "clk_mhz": statistics.median(s[1] for s in sel),
+                "power_w": round(statistics.median(s[2] for s in sel), 1), "temp_c": max(s[3] for s in sel)}
+
+
+def run_for(c, ops, seconds: float, est_ms: float) -> tuple[float, int]:
+    """Back-to-back unheld batches of `c` for about `seconds`: (ms per call, calls)."""
+    reps = max(1, min(200, round(BATCH_MS / est_ms)))
+    total_ms, calls, end = 0.0, 0, time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        total_ms += c.time(ops, reps, False, False) * reps
+        calls += reps
+    return total_ms / calls, calls
+
+
+def measure_shape(nat, gpu: str, lt_version: int, shape, callables: dict, acc16: bool, a, sampler: Sampler) -> list:
+    from evaluator.baselines import build_baselines
+    from evaluator.buffers import OperandSet, Reference
+
+    ops = OperandSet(nat, *shape, snapshots=False)
+    ref = Reference(nat, *shape)
+    try:
+        ops.fill("normal", 1)
+        base = build_baselines(nat, gpu, lt_version, shape, acc16, ops, ref, 3, lambda msg: None)
+        ops.fill("normal", 1)  # autotuning leaves its own draws behind; power depends on the data, so time on these
+        targets = {**callables, **{short: base[full] for short, full in LT.items()}}
+        est = {n: max(c.time(ops, 3, False, False), 1e-4) for n, c in targets.items()}
+        if min(est[n] for n in LT) < 0.05:
+            print(f"  note: {'x'.join(map(str, shape))} takes under 0.05 ms a call in cuBLASLt; it may not reach the"
+                  " power limit, where this measurement matters", flush=True)
+        rows, order = [], list(targets)
+        for rnd in range(a.rounds):
+            for name in (order if rnd % 2 == 0 else order[::-1]):
+                run_for(targets[name], ops, a.lead_s, est[name])
+                t0 = time.perf_counter()
+                ms, calls = run_for(targets[name], ops, a.timed_s, est[name])
+                w = sampler.window(t0, time.perf_counter())
+                row = {"target": name, "round": rnd, "ms": round(ms, 5), "calls": calls, **w}
+                if "clk_mhz" in w:
+                    row["kcycles"] = round(ms * w["clk_mhz"], 1)  # ms × MHz = thousands of cycles
+                rows.append(row)
+                print(f"  {name:20s} round {rnd}: {ms:.5f} ms at {w.get('clk_mhz', '?')} MHz, "
+                      f"{w.get('power_w', '?')} W", flush=True)
+        return rows
+    finally:
+        ops.free()
+        ref.free()
+
+
+def summary(rows: list[dict]) -> dict:
+    """Per target: mean ms over rounds and its speedup against the faster cuBLASLt layout."""
+    by: dict[str, list[dict]] = {}
+    for r in rows:
+        by.setdefault(r["target"], []).append(r)
+    ms = {n: statistics.mean(r["ms"] for r in rs) for n, rs in by.items()}
+    lt = min(ms[n] for n in LT if n in ms)
+    return {n: {"ms": round(v, 5), "vs_lt": round(lt / v, 4),
+                "clk_mhz": statistics.median(r.get("clk_mhz", 0) for r in by[n]),
+                "kcycles": round(statistics.mean(r.get("kcycles", 0) for r in by[n]), 1)} for n, v in ms.items()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("spec", type=Path)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--acc", choices=["fp32", "fp16"], default="fp32")
+    ap.add_argument("--arch", default="sm_90a")
+    ap.add_argument("--lead-s", type=float, default=0.5, help="untimed run before each timed window")
+    ap.add_argument("--timed-s", type=float, default=1.5)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--sample-ms", type=float, default=50.0)
+    a = ap.parse_args()
+    try:
+        jobs = parse_spec(json.loads(a.spec.read_text()), a.arch)
+    except (OSError, ValueError) as e:  # json.JSONDecodeError is a ValueError
+        print(f"sustained_power: {a.spec}: {e}", file=sys.stderr)
+        return 2
+    from evaluator.gpu import has_gpu
+
+    if not has_gpu():
+        print("sustained_power needs a CUDA GPU, and this machine has none.", file=sys.stderr)
+        return 2
+    from evaluator.api import evaluate
+    from evaluator.baselines import NativeCallable
+    from evaluator.compile import compile_kernel, compile_many
+    from evaluator.gpu import device_name
+    from evaluator.native import Native, build
+
+    a.out.mkdir(parents=True, exist_ok=True)
+    nat = Native(build(a.arch), 0)
+    info, gpu = nat.info(), device_name(0)
+    result = {"device": gpu, "date": datetime.date.today().isoformat(), "acc": a.acc,
+              "method": {"lead_s": a.lead_s, "timed_s": a.timed_s, "rounds": a.rounds, "sample_ms": a.sample_ms},
+              "shapes": {}}
+    compile_many(sorted({s for _, srcs in jobs for s in srcs.values()}), a.arch)  # in parallel, into the cache
+    sampler = Sampler(a.sample_ms / 1e3).start()
+    libs = []  # the candidates' libraries stay loaded while their callables are registered
+    try:
+        for shape, srcs in jobs:
+            key = "x".join(map(str, shape))
+            print(key, flush=True)
+            checks, callables = {}, {}
+            for name, src in srcs.items():
+                r = evaluate(src, shape, acc=a.acc, mode="offline", profile="quick", arch=a.arch)
+                checks[name] = {"status": r.status, "speedup_quick": r.speedup(BASELINE), "reason": r.reason[:300]}
+                if r.status != "ok":
+                    print(f"  {name}: {r.status}, left out: {r.reason[:200]}", flush=True)
+                    continue
+                so = compile_kernel(src, a.arch).so_path  # a cache hit: evaluate built it
+                libs.append(ctypes.CDLL(so))
+                fn = ctypes.cast(libs[-1].hgemm, ctypes.c_void_p).value
+                callables[name] = NativeCallable(nat, name, nat.register_candidate(fn, *shape))
+            rows = measure_shape(nat, gpu, info["cublaslt"], shape, callables, a.acc == "fp16", a, sampler)
+            nat.release_callables()
+            result["shapes"][key] = {"checks": checks, "rounds": rows, "summary": summary(rows)}
+            (a.out / "sustained.json").write_text(json.dumps(result, indent=1))
+    finally:
+        sampler.stop()
+    print(json.dumps({k: v["summary"] for k, v in result["shapes"].items()}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
