@@ -12,8 +12,8 @@ every check of the evaluator (evaluator.api.evaluate, quick profile, in its own 
 is reported and left out. Then, in this process, each target and cuBLASLt-AutoTuning NN and TN (`lt-NN`, `lt-TN`)
 runs `lead_s` untimed and `timed_s` timed, one after another, while NVML is read every `sample_ms`; the rounds
 alternate forward and reverse order. Per target and round: ms per call (CUDA events over back-to-back batches),
-the median SM clock, board power and temperature in the timed window, and kcycles per call (ms × MHz). The
-results go to DIR/sustained.json after each shape.
+the median SM clock and board power and the peak temperature over the second half of the timed window, and
+kcycles per call (ms × MHz). The results go to DIR/sustained.json after each shape.
 """
 from __future__ import annotations
 
@@ -139,7 +139,10 @@ def measure_shape(nat, gpu: str, lt_version: int, shape, callables: dict, acc16:
                 run_for(targets[name], ops, a.lead_s, est[name])
                 t0 = time.perf_counter()
                 ms, calls = run_for(targets[name], ops, a.timed_s, est[name])
-                w = sampler.window(t0, time.perf_counter())
+                t1 = time.perf_counter()
+                # the driver may average board power over up to ~1 s: read the window's second half, which the
+                # lead-in and first half separate from the previous target
+                w = sampler.window(t0 + 0.5 * (t1 - t0), t1)
                 row = {"target": name, "round": rnd, "ms": round(ms, 5), "calls": calls, **w}
                 if "clk_mhz" in w:
                     row["kcycles"] = round(ms * w["clk_mhz"], 1)  # ms × MHz = thousands of cycles
