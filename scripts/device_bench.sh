@@ -4,13 +4,14 @@
 #     bash scripts/device_bench.sh --shapes FILE --budget 12 ...
 # RUNS_TGZ is the runs.tgz an earlier slice returned: the campaign resumes from it, since every machine starts bare.
 # The run folder is packed into $OUT/runs.tgz at the end, also when BENCH_S stops the campaign; once the campaign
-# finishes, $OUT holds the generated table too. Other arguments go to scripts/bench_builtin_policy.py.
+# finishes, $OUT holds the generated table too (RUNS_DIR: where the run folder lives, /tmp/runs by default).
+# Other arguments go to scripts/bench_builtin_policy.py.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device-out}; mkdir -p "$OUT"
 . scripts/device_env.sh || exit 1
 RUN=${RUN:?set RUN to the campaign run name}
-RUNS=/tmp/runs; mkdir -p "$RUNS"
+RUNS=${RUNS_DIR:-/tmp/runs}; mkdir -p "$RUNS"
 if [ -n "${RUNS_TGZ:-}" ]; then tar xzf "$RUNS_TGZ" -C "$RUNS" || exit 1; fi
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv > "$OUT/gpu.txt" 2>&1
 timeout "${BENCH_S:-540}" python3 scripts/bench_builtin_policy.py --run "$RUN" --runs-dir "$RUNS" --out "$OUT" "$@" \

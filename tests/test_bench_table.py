@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import importlib.util
 import subprocess
 import sys
@@ -56,3 +57,21 @@ def test_report_only_writes_into_a_new_folder(tmp_path):
                         "--runs-dir", str(run.parent), "--out", str(out)], cwd=REPO, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert "| 4096 | 4096 | 4096 |" in (out / "builtin_policy_fp32.md").read_text()
+
+
+def test_device_bench_resumes_from_the_previous_slices_runs_tgz(tmp_path):
+    """scripts/device_bench.sh on a machine that starts bare: the run folder comes in as runs.tgz and goes out again,
+    with the table (here the report of a finished run, so nothing needs a GPU)."""
+    run, _, _ = _run(tmp_path)
+    tgz = tmp_path / "in.tgz"
+    subprocess.run(["tar", "czf", str(tgz), "-C", str(run.parent), "r"], check=True)
+    out, bare = tmp_path / "out", tmp_path / "bare"
+    env = {**os.environ, "RUN": "r", "RUNS_TGZ": str(tgz), "RUNS_DIR": str(bare), "OUT": str(out),
+           "WHEELS": str(tmp_path / "no-wheels")}
+    p = subprocess.run(["bash", "scripts/device_bench.sh", "--report-only"], cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "| 4096 | 4096 | 4096 |" in (out / "builtin_policy_fp32.md").read_text()
+    listed = subprocess.run(["tar", "tzf", str(out / "runs.tgz")], check=True, capture_output=True, text=True).stdout
+    assert "r/archive.sqlite" in listed.split()
+    assert (bare / "r" / "archive.sqlite").is_file()
