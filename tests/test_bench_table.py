@@ -75,3 +75,22 @@ def test_device_bench_resumes_from_the_previous_slices_runs_tgz(tmp_path):
     listed = subprocess.run(["tar", "tzf", str(out / "runs.tgz")], check=True, capture_output=True, text=True).stdout
     assert "r/archive.sqlite" in listed.split()
     assert (bare / "r" / "archive.sqlite").is_file()
+
+
+def test_targets_are_judged_before_rounding():
+    bench = _bench()
+    line = bench.targets({"geomean": 1.2414, "win_rate": 20 / 24}, [0.96991, 1.03])
+    assert "geomean ≥ 1.15: met (1.2414)" in line
+    assert "win rate ≥ 90%: not met (83%)" in line
+    assert "min over shapes ≥ 2^36 FLOP ≥ 0.97: not met (0.9699)" in line  # prints as 0.970 in the summary line
+    assert "≥ 0.97: met (0.9700)" in bench.targets({"geomean": 1.0, "win_rate": 1.0}, [0.97])
+    assert "≥ 0.97: no data" in bench.targets({"geomean": 1.0, "win_rate": 1.0}, [])
+
+
+def test_the_targets_line_is_for_fp32_offline_only(tmp_path):
+    run, _, _ = _run(tmp_path)
+    bench = _bench()
+    args = dict(shapes="shapes.txt", budget=3, per_step=3, ncu="off", lanes=None)
+    fp32 = bench.summarise_run(run, argparse.Namespace(acc="fp32", **args))
+    assert fp32.count("Targets (fp32, offline") == 1
+    assert "Targets" not in bench.summarise_run(run, argparse.Namespace(acc="fp16", **args))
