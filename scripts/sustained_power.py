@@ -37,17 +37,16 @@ BATCH_MS = 40.0  # one timed batch; the host sync between batches idles the GPU 
 def parse_spec(spec: dict, arch: str) -> list[tuple[tuple[int, int, int], dict[str, str]]]:
     """[(shape, {target: rendered source})]; raises ValueError naming the bad entry."""
     from agent.families import render
+    from agent.shapes import parse_shape_line
 
     if not isinstance(spec, dict) or not spec:
         raise ValueError('the spec must be a non-empty object {"MxNxK": {"name": {"family": ..., "params": ...}}}')
     out = []
     for key, targets in spec.items():
         try:
-            shape = tuple(int(x) for x in key.lower().split("x"))
-        except ValueError:
-            shape = ()
-        if len(shape) != 3 or min(shape) <= 0:
-            raise ValueError(f"{key!r} is not a shape: write it as MxNxK")
+            shape = parse_shape_line(key)
+        except ValueError as e:
+            raise ValueError(f"{key!r} is not a shape (write it as MxNxK): {e}") from None
         if not isinstance(targets, dict) or not targets:
             raise ValueError(f"{key}: give at least one target")
         srcs = {}
@@ -190,7 +189,7 @@ def main() -> int:
         return 2
     from evaluator.api import evaluate
     from evaluator.baselines import NativeCallable
-    from evaluator.compile import compile_kernel, compile_many
+    from evaluator.compile import compile_many
     from evaluator.gpu import device_name
     from evaluator.native import Native, build
 
@@ -214,8 +213,7 @@ def main() -> int:
                 if r.status != "ok":
                     print(f"  {name}: {r.status}, left out: {r.reason[:200]}", flush=True)
                     continue
-                so = compile_kernel(src, a.arch).so_path  # a cache hit: evaluate built it
-                libs.append(ctypes.CDLL(so))
+                libs.append(ctypes.CDLL(r.compile.so_path))
                 fn = ctypes.cast(libs[-1].hgemm, ctypes.c_void_p).value
                 callables[name] = NativeCallable(nat, name, nat.register_candidate(fn, *shape))
             rows = measure_shape(nat, gpu, info["cublaslt"], shape, callables, a.acc == "fp16", a, sampler)
