@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from agent import families
-from agent.families import ampere_cute, candidate_name, canonical, hopper_wgmma, small
+from agent.families import ampere_cute, candidate_name, canonical, hopper_raw, hopper_wgmma, small
 
 SHAPES = [(64, 64, 256), (64, 8192, 4096), (1024, 12288, 256), (8192, 4096, 16384)]
 
@@ -20,6 +20,7 @@ HOPPER_OK = {"tile_m": 128, "tile_n": 256, "tile_k": 64, "cluster_m": 2, "cluste
              "scheduler": "persistent", "splits": 1, "raster": "along_n", "swizzle": 4, "stages": 0,
              "b_operand": "col", "swap_ab": False, "acc": "fp32"}
 # split-K as a batch of K slices into fp32 partials, summed by a second kernel (skinny M, long K)
+RAW_OK = {"tile_m": 128, "tile_n": 256, "stages": 4, "group": 1, "acc": "fp32", "epi": "tma"}
 HOPPER_SLICED = dict(HOPPER_OK, tile_n=64, cluster_m=1, scheduler="batched", splits=4, raster="heuristic", swizzle=1,
                      swap_ab=True)
 
@@ -64,6 +65,9 @@ def test_hopper_family_is_sm90a_only_and_others_run_on_sm80():
     ("hopper_wgmma", HOPPER_OK, {"tile_m": 256, "tile_n": 256}, "accumulator registers"),
     ("hopper_wgmma", HOPPER_OK, {"tile_k": 128, "stages": 5}, "shared memory"),
     ("hopper_wgmma", HOPPER_OK, {"splits": 4}, "stream-K"),
+    ("hopper_raw", RAW_OK, {"tile_m": 256, "tile_n": 256}, "accumulators"),
+    ("hopper_raw", RAW_OK, {"stages": 5}, "shared memory"),
+    ("hopper_raw", RAW_OK, {"tile_n": 176}, "multiple of 64"),
     ("hopper_wgmma", HOPPER_OK, {"scheduler": "batched"}, "splits >= 2"),
 ])
 def test_infeasible_configs_are_refused_before_any_compile(family, base, change, reason):
@@ -134,6 +138,11 @@ def test_shape_constraints():
     assert "workspace" in ampere_cute.feasible(AMPERE_OK, (8192, 4096, 4096), "sm_90a")[1]
     assert not ampere_cute.feasible(dict(AMPERE_OK, bm=128, bn=128, wm=2, wn=2, stages=6, prefetch=5),
                                     (4096, 4096, 4096), "sm_86")[0]  # 99 KB of shared memory there
+    assert "multiple of 8" in hopper_raw.feasible(RAW_OK, (1000, 1002, 1024), "sm_90a")[1]  # TMA rows of C
+    assert hopper_raw.feasible(dict(RAW_OK, epi="direct"), (1000, 1002, 1024), "sm_90a")[0]  # paired stores
+    assert "tile-rows" in hopper_raw.feasible(dict(RAW_OK, group=8), (1024, 4096, 8192), "sm_90a")[1]
+    assert "sm_90a" in hopper_raw.feasible(RAW_OK, (4096, 4096, 4096), "sm_80")[1]
+    assert hopper_raw.space((4096, 4096, 4096), "fp32", "sm_80") == []
 
 
 def test_swizzles_that_cutlass_caps_or_pads_are_refused():
@@ -214,6 +223,8 @@ def test_sample_of_each_family_compiles_with_nvcc():
     jobs = [
         (hopper_wgmma.render(HOPPER_OK), "sm_90a"),
         (hopper_wgmma.render(dict(HOPPER_SLICED, pdl=True)), "sm_90a"),
+        (hopper_raw.render(dict(RAW_OK, pdl=True)), "sm_90a"),
+        (hopper_raw.render(dict(RAW_OK, tile_m=256, tile_n=176, stages=3, group=8, epi="direct")), "sm_90a"),
         (ampere_cute.render(dict(AMPERE_OK, pdl=True)), "sm_90a"),
         (ampere_cute.render(dict(AMPERE_OK, bm=64, bn=64, bk=32, sw_b=2, wm=2, wn=2, split_k=1, acc="fp16",
                                  epilogue="direct", reg_pipeline=False, block_swizzle=1)), "sm_80"),
@@ -257,6 +268,11 @@ def test_sample_of_each_family_compiles_with_nvcc():
     ("hopper_wgmma", dict(HOPPER_OK, tile_m=256, tile_n=176, cluster_m=1, swizzle=1), (1000, 1000, 1024)),
     # an explicit 128x128 epilogue sub-tile with an N-major B, one CTA per cluster
     ("hopper_wgmma", dict(HOPPER_OK, cluster_m=1, swizzle=1, b_operand="row", epi_n=128, pdl=True), (1000, 520, 1024)),
+    # the hand-written kernel: TMA stores clipped at ragged M and N, K not a multiple of 64, several tiles per CTA
+    ("hopper_raw", dict(RAW_OK, pdl=True), (1000, 1008, 520)),
+    ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=128, group=4), (4096, 4096, 1000)),
+    # two m64 atoms of 88 columns per consumer warpgroup, stored straight from registers, N only even
+    ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=176, stages=3, group=2, epi="direct"), (1030, 998, 1024)),
 ])
 def test_sample_passes_the_evaluators_checks_on_gpu(family, params, shape):
     """Every correctness check of the evaluator (exact {0,1} draws, deviation bound, accumulator honesty, guard

@@ -12,7 +12,7 @@ from typing import Any
 
 from .common import ARCHS, arch_limits, candidate_name, canonical, cutlass_include_dirs, launch_knobs
 
-FAMILY_NAMES = ("small", "ampere_cute", "hopper_wgmma")
+FAMILY_NAMES = ("small", "ampere_cute", "hopper_wgmma", "hopper_raw")
 
 
 def get(name: str) -> ModuleType:

@@ -48,7 +48,7 @@ def canonical(params: dict[str, Any]) -> str:
 def candidate_name(family: str, params: dict[str, Any]) -> str:
     """Short, stable, filename-safe name: family prefix, a few readable knobs, and a hash of the canonical params."""
     h = hashlib.sha1(f"{family}|{canonical(params)}".encode()).hexdigest()[:8]
-    short = {"small": "sm", "ampere_cute": "ac", "hopper_wgmma": "hw"}.get(family, family[:4])
+    short = {"small": "sm", "ampere_cute": "ac", "hopper_wgmma": "hw", "hopper_raw": "hr"}.get(family, family[:4])
     dims = "x".join(str(params[k]) for k in ("bm", "bn", "bk") if k in params)
     if not dims:
         dims = "x".join(str(params[k]) for k in ("tile_m", "tile_n", "tile_k") if k in params)

@@ -98,14 +98,14 @@ def _label_of(h: dict[str, Any]) -> str | None:
 
 def _ctas(family: str, p: dict[str, Any], shape) -> int:
     m, n, _ = shape
-    if family == "hopper_wgmma":
-        pm, pn = (n, m) if p["swap_ab"] else (m, n)
-        return -(-pm // p["tile_m"]) * -(-pn // p["tile_n"]) * p["splits"]
+    if "tile_m" in p:  # the wgmma families
+        pm, pn = (n, m) if p.get("swap_ab") else (m, n)
+        return -(-pm // p["tile_m"]) * -(-pn // p["tile_n"]) * p.get("splits", 1)
     return -(-m // p["bm"]) * -(-n // p["bn"]) * max(p["split_k"], p.get("cluster_k", 1))
 
 
 def _tile_area(family: str, p: dict[str, Any]) -> int:
-    return p["tile_m"] * p["tile_n"] if family == "hopper_wgmma" else p["bm"] * p["bn"]
+    return p["tile_m"] * p["tile_n"] if "tile_m" in p else p["bm"] * p["bn"]
 
 
 def _bottleneck_bias(family: str, parent: dict[str, Any], child: dict[str, Any], label: str, shape) -> float:

@@ -24,6 +24,11 @@ STREAMK_SPLIT_US = 1.2  # CUTLASS stream-K split-K fixup, per split (H200: 2 spl
 SLICE_SUM_US = 0.8  # batched split-K: the summing kernel, launched early (PDL), beyond its own memory traffic
 KTILE_LATENCY_US = 0.12  # serial cost of one main-loop iteration that the pipeline cannot hide
 PDL_US = 0.9  # programmatic dependent launch: launch latency hidden behind the previous kernel (H200, measured)
+# wgmma tiles (tile_m, tile_n) relative to 128x256: operand bytes per MMA, accumulator fit, wave fill
+WGMMA_TILE_EFF = {(128, 256): 1.0, (256, 128): 1.0, (128, 192): 0.95, (128, 128): 0.88, (64, 256): 0.85,
+                  (64, 128): 0.75, (64, 192): 0.8, (256, 64): 0.8, (128, 64): 0.7, (64, 64): 0.6, (256, 192): 1.02,
+                  (256, 256): 0.9, (256, 176): 1.0, (256, 160): 1.0, (256, 144): 1.0, (128, 176): 0.94,
+                  (128, 160): 0.92, (128, 144): 0.9, (256, 96): 0.85, (128, 96): 0.8}
 
 
 def _occupancy(threads: int, smem: int, regs: int, arch: str) -> int:
@@ -94,10 +99,7 @@ def _estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], ar
         gm, gn, _ = hopper_wgmma.cta_grid(p, shape)  # CUTLASS computes the tiles that pad the grid to the cluster
         tiles = gm * gn
         coop = p["schedule"] == "cooperative"
-        eff = {(128, 256): 1.0, (256, 128): 1.0, (128, 192): 0.95, (128, 128): 0.88, (64, 256): 0.85,
-               (64, 128): 0.75, (64, 192): 0.8, (256, 64): 0.8, (128, 64): 0.7, (64, 64): 0.6, (256, 192): 1.02,
-               (256, 256): 0.9, (256, 176): 1.0, (256, 160): 1.0, (256, 144): 1.0, (128, 176): 0.94,
-               (128, 160): 0.92, (128, 144): 0.9, (256, 96): 0.85, (128, 96): 0.8}.get((tm, tn), 0.7)
+        eff = WGMMA_TILE_EFF.get((tm, tn), 0.7)
         if not coop and (tm, tn) in ((128, 128), (64, 256), (128, 192)):
             eff *= 1.02  # ping-pong overlaps one warpgroup's epilogue with the other's mainloop
         if p["b_operand"] == "row":
@@ -133,4 +135,28 @@ def _estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], ar
         raster_gain = {1: 1.0, 2: 0.98, 4: 0.96, 8: 0.95}[p["swizzle"]] if 2.0 * m * n * k > 2 ** 36 else 1.0
         t = (max(t_compute, t_mem) + t_chain) * stages_pen * raster_gain
         return t * 1e6 + LAUNCH_US + CUTLASS_HOST_US + fix
+    if family == "hopper_raw":
+        return _raw_us(p, shape, arch)
     raise ValueError(f"no cost model for family {family!r}")
+
+
+def _raw_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> float:
+    """hopper_raw: a persistent grid of one CTA per SM over unpadded tiles, no cluster, no CUTLASS host code."""
+    m, n, k = shape
+    sms = arch_limits(arch).num_sms
+    tm, tn = p["tile_m"], p["tile_n"]
+    tiles = ceil_div(m, tm) * ceil_div(n, tn)
+    eff = WGMMA_TILE_EFF.get((tm, tn), 0.9)
+    # stores from registers leave the tensor cores idle longer: 626k against 591k cycles a call for the TMA
+    # epilogue on 8192x2048x8192 (H200, power-steady, docs/benchmarks/sweeps/result_r14_raw_tma.json)
+    eff *= 1.0 if p.get("epi") == "tma" else 0.94
+    waves_factor = ceil_div(tiles, sms) * sms / tiles if tiles > sms else 1.0
+    busy = min(1.0, tiles / sms)
+    t_compute = 2.0 * tiles * tm * tn * k / (WGMMA_PEAK * eff * busy) * waves_factor
+    t_mem = 2.0 * (m * k + n * k + m * n) / DRAM_BW
+    t_chain = ceil_div(k, 64) * 0.06e-6 * ceil_div(tiles, sms)
+    stages_pen = 1.03 if p["stages"] < 4 else 1.0
+    # bands of tile-rows keep A's panels in L2 while the band's columns pass (as CUTLASS's swizzle does)
+    band_gain = {1: 1.0, 2: 0.98, 4: 0.96, 8: 0.95, 16: 0.95}[p["group"]] if tiles > sms and 2.0 * m * n * k > 2 ** 36 \
+        else 1.0
+    return (max(t_compute, t_mem) + t_chain) * stages_pen * band_gain * 1e6 + LAUNCH_US + CUTLASS_HOST_US

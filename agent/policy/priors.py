@@ -46,12 +46,15 @@ def family_shares(shape: tuple[int, int, int], arch: str) -> dict[str, float]:
     elif hopper:
         # mma.sync reaches ~60% of wgmma's peak: ampere_cute measured 0.37-0.53 of cuBLASLt on all 8 big dev shapes
         # in runs 4 and 5 (H200), one candidate in twelve spent for nothing
-        shares = {"small": 0.0, "ampere_cute": 0.0, "hopper_wgmma": 1.0}
+        # half to the hand-written kernel: on the four big dev shapes where CUTLASS lost it needs 1-2% fewer cycles a
+        # call than CUTLASS and cuBLASLt with its TMA epilogue (sweeps r14/r15, H200 power-steady)
+        shares = {"small": 0.0, "ampere_cute": 0.0, "hopper_wgmma": 0.5, "hopper_raw": 0.5}
     else:
         shares = {"small": 0.0, "ampere_cute": 1.0, "hopper_wgmma": 0.0}
     if not hopper:
         shares["ampere_cute"] += shares.pop("hopper_wgmma")
         shares["hopper_wgmma"] = 0.0
+    shares.setdefault("hopper_raw", 0.0)
     return shares
 
 
@@ -285,6 +288,23 @@ def _output_bound_ampere(shape: tuple[int, int, int], acc: str) -> list[dict[str
     return [q for q in picks if q["bm"] <= m and q["bn"] <= n]
 
 
+def raw_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
+    """The hand-written kernel's tiles that matched cuBLASLt's cycles (128x256, then 256x128) with the TMA epilogue and
+    the deepest ring; beyond one wave, bands of up to 8 tile-rows (8192x2048x8192: 593.6k cycles with 8 against 591.0k
+    with 1, but at a higher clock). 256x192 where 192 divides N, as for CUTLASS."""
+    m, n, _ = shape
+    out = []
+    for tm, tn in ((128, 256), (256, 128)):
+        rows, tiles = ceil_div(m, tm), ceil_div(m, tm) * ceil_div(n, tn)
+        group = 1 if tiles <= sms else max(g for g in (1, 2, 4, 8) if g == 1 or rows >= 2 * g)
+        out.append({"tile_m": tm, "tile_n": tn, "stages": 4, "group": group, "acc": "fp32", "epi": "tma"})
+    if n % 192 == 0 and m >= 256:
+        rows = ceil_div(m, 256)
+        out.append({"tile_m": 256, "tile_n": 192, "stages": 3, "acc": "fp32", "epi": "tma",
+                    "group": max(g for g in (1, 2, 4, 8) if g == 1 or rows >= 2 * g)})
+    return out
+
+
 def priors(family: str, shape: tuple[int, int, int], acc: str, arch: str) -> list[dict[str, Any]]:
     if family == "small":
         out = small_priors(shape, arch)
@@ -293,6 +313,8 @@ def priors(family: str, shape: tuple[int, int, int], acc: str, arch: str) -> lis
     elif family == "hopper_wgmma":
         # a swizzle that CUTLASS would cap or that pads the grid is refused: keep the prior, narrower
         out = [hopper_wgmma.fit_swizzle(p, shape) for p in hopper_priors(shape, acc)] if arch == "sm_90a" else []
+    elif family == "hopper_raw":
+        out = raw_priors(shape) if arch == "sm_90a" and acc == "fp32" else []
     else:
         raise ValueError(family)
     return [with_launch_knobs(family, p, arch) for p in out]
