@@ -320,3 +320,24 @@ def test_every_proposal_uses_pdl_on_sm90_and_none_on_sm80():
     assert any(c.family == "ampere_cute" for c in cands)
     cands = BuiltinPolicy(0).propose((128, 4096, 128), "fp32", "sm_80", history=[], n=8)
     assert cands and all("pdl" not in c.params for c in cands)
+
+
+def test_raw_priors_are_feasible_on_the_big_dev_shapes_and_band_only_beyond_one_wave():
+    from agent.families import hopper_raw
+
+    shapes = [tuple(map(int, ln.split())) for ln in Path("docs/benchmarks/dev_sample_large.txt").read_text().splitlines()
+              if ln.strip()]
+    for shape in shapes:
+        ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
+        assert ps and all(hopper_raw.feasible(p, shape, "sm_90a") == (True, "") for p in ps), shape
+        assert ps[0]["tile_m"] == 128 and ps[0]["tile_n"] == 256 and ps[0]["epi"] == "tma"
+    # 128 tiles of 128x256 on 132 SMs: one wave, no band; 512 tiles: bands of 8 tile-rows
+    assert priors.priors("hopper_raw", (1024, 4096, 8192), "fp32", "sm_90a")[0]["group"] == 1
+    assert priors.priors("hopper_raw", (8192, 2048, 8192), "fp32", "sm_90a")[0]["group"] == 8
+    assert any(p["tile_n"] == 192 for p in priors.priors("hopper_raw", (4096, 12288, 16384), "fp32", "sm_90a"))
+    assert priors.priors("hopper_raw", (8192, 2048, 8192), "fp16", "sm_90a") == []
+    assert priors.priors("hopper_raw", (8192, 2048, 8192), "fp32", "sm_80") == []
+    # the cost model prices the epilogue: registers-to-global is the slower one
+    p = ps[0]
+    assert costmodel.estimate_us("hopper_raw", p, (8192, 2048, 8192)) < \
+        costmodel.estimate_us("hopper_raw", dict(p, epi="direct"), (8192, 2048, 8192))
