@@ -143,6 +143,10 @@ def test_shape_constraints():
     assert "tile-rows" in hopper_raw.feasible(dict(RAW_OK, group=8), (1024, 4096, 8192), "sm_90a")[1]
     assert "sm_90a" in hopper_raw.feasible(RAW_OK, (4096, 4096, 4096), "sm_80")[1]
     assert hopper_raw.space((4096, 4096, 4096), "fp32", "sm_80") == []
+    # a 2-CTA cluster takes two tile-rows at a time, and bands count those pairs
+    assert "do not divide" in hopper_raw.feasible(dict(RAW_OK, cluster_m=2), (1100, 4096, 8192), "sm_90a")[1]
+    assert "work units" in hopper_raw.feasible(dict(RAW_OK, cluster_m=2, group=4), (1024, 4096, 8192), "sm_90a")[1]
+    assert hopper_raw.feasible(dict(RAW_OK, cluster_m=2, group=2), (1024, 4096, 8192), "sm_90a") == (True, "")
 
 
 def test_swizzles_that_cutlass_caps_or_pads_are_refused():
@@ -225,6 +229,7 @@ def test_sample_of_each_family_compiles_with_nvcc():
         (hopper_wgmma.render(dict(HOPPER_SLICED, pdl=True)), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, pdl=True)), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, tile_m=256, tile_n=176, stages=3, group=8, epi="direct")), "sm_90a"),
+        (hopper_raw.render(dict(RAW_OK, cluster_m=2, group=8, pdl=True)), "sm_90a"),
         (ampere_cute.render(dict(AMPERE_OK, pdl=True)), "sm_90a"),
         (ampere_cute.render(dict(AMPERE_OK, bm=64, bn=64, bk=32, sw_b=2, wm=2, wn=2, split_k=1, acc="fp16",
                                  epilogue="direct", reg_pipeline=False, block_swizzle=1)), "sm_80"),
@@ -273,6 +278,9 @@ def test_sample_of_each_family_compiles_with_nvcc():
     ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=128, group=4), (4096, 4096, 1000)),
     # two m64 atoms of 88 columns per consumer warpgroup, stored straight from registers, N only even
     ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=176, stages=3, group=2, epi="direct"), (1030, 998, 1024)),
+    # pairs of CTAs sharing B through TMA multicast: B's second half partly past N, several units per cluster
+    ("hopper_raw", dict(RAW_OK, cluster_m=2, group=2, pdl=True), (1024, 1008, 520)),
+    ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=176, stages=3, cluster_m=2, epi="direct"), (2000, 998, 1024)),
 ])
 def test_sample_passes_the_evaluators_checks_on_gpu(family, params, shape):
     """Every correctness check of the evaluator (exact {0,1} draws, deviation bound, accumulator honesty, guard

@@ -16,13 +16,15 @@ DOMAIN: dict[str, tuple] = {
     "tile_m": (128, 256),  # two consumer warpgroups of tile_m/2 rows: one or two m64 wgmma atoms each
     "tile_n": (128, 144, 160, 176, 192, 208, 224, 240, 256),
     "stages": (2, 3, 4, 5, 6, 7),
-    "group": (1, 2, 4, 8, 16),  # tile-rows per band of the tile order
+    "group": (1, 2, 4, 8, 16),  # work-unit rows per band of the tile order
+    # CTAs along M per cluster: 2 share each B tile, each CTA loading half and multicasting it (TMA) to both
+    "cluster_m": (1, 2),
     "acc": ("fp32",),
     # direct: half2 stores from the accumulator registers; tma: 64x64 sub-tiles through shared memory, TMA stores
     "epi": ("direct", "tma"),
     **LAUNCH_DOMAIN,
 }
-DEFAULTS: dict[str, Any] = {"epi": "direct", **LAUNCH_DEFAULTS}
+DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
 MAX_ACC_REGS = 192  # fp32 accumulators per consumer thread; the consumers get 232 registers (setmaxnreg)
 
@@ -63,8 +65,12 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             return False, f"the TMA epilogue needs N={n} to be a multiple of 8 (16-byte rows of C)"
         if p["tile_n"] > max(128, 2 * n) or p["tile_m"] > max(128, 2 * m):
             return False, f"a {p['tile_m']}x{p['tile_n']} tile is more than twice the {m}x{n} output"
-        if p["group"] > 1 and ceil_div(m, p["tile_m"]) < 2 * p["group"]:
-            return False, f"group {p['group']} needs at least {2 * p['group']} tile-rows, the shape has fewer"
+        rows, cl = ceil_div(m, p["tile_m"]), p.get("cluster_m", 1)
+        if rows % cl:
+            return False, f"cluster_m={cl} takes {cl} tile-rows at a time: {rows} tile-rows of {p['tile_m']} do not divide"
+        if p["group"] > 1 and rows // cl < 2 * p["group"]:
+            return False, (f"group {p['group']} needs at least {2 * p['group']} tile-rows of work units "
+                           f"({cl} tile-rows each), the shape has {rows // cl}")
     return True, ""
 
 
@@ -77,8 +83,9 @@ def render(params: dict[str, Any]) -> str:
 
 
 def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") -> list[dict[str, Any]]:
-    """Feasible configs: each tile with the deepest ring that fits and one stage less, in every tile order, with the
-    TMA epilogue where the tile allows it (stores from registers measured 6% more cycles, result_r14_raw_tma.json)."""
+    """Feasible configs: each tile with the deepest ring that fits and one stage less, in every tile order, with or
+    without a 2-CTA cluster, and the TMA epilogue where the tile allows it (stores from registers measured 6% more
+    cycles, result_r14_raw_tma.json)."""
     if acc != "fp32":
         return []
     out = []
@@ -88,8 +95,8 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
         deepest = max((s for s in DOMAIN["stages"] if feasible(dict(base, stages=s), None, arch)[0]), default=None)
         if deepest is None:
             continue
-        for stages, group in itertools.product((deepest, deepest - 1), DOMAIN["group"]):
-            p = validate(dict(base, stages=stages, group=group, **launch_knobs(arch)))
+        for stages, group, cl in itertools.product((deepest, deepest - 1), DOMAIN["group"], DOMAIN["cluster_m"]):
+            p = validate(dict(base, stages=stages, group=group, cluster_m=cl, **launch_knobs(arch)))
             if feasible(p, shape, arch)[0]:
                 out.append(p)
     return out
