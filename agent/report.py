@@ -51,6 +51,7 @@ class ShapeRow:
     variant_id: int | None = None
     proposer: str = ""
     extra: dict = field(default_factory=dict)
+    final: bool = True  # False: no final measurement yet, the figure is the search's own (it chose the kernel)
 
     @property
     def log2_mnk(self) -> float:
@@ -239,11 +240,12 @@ def collect_rows(run_dir: str | Path) -> list[ShapeRow]:
         for f in finals.get((key.gpu, key.acc, tuple(key.shape)), []):
             if f["source_hash"] == best.source_hash and f["result"].ok:
                 by_mode[f["mode"]] = f["result"]
+        final = bool(by_mode)
         if not by_mode:
             by_mode[best.result.mode or search_mode] = best.result
         for mode, res in by_mode.items():
             rows.append(ShapeRow(mode=mode, result=res, kernel_path=best.kernel_path, variant_id=best.id,
-                                 proposer=best.proposer, **common))
+                                 proposer=best.proposer, final=final, **common))
     return rows
 
 

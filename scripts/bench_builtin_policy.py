@@ -73,6 +73,8 @@ def summarise_run(run_dir: Path, a) -> str:
         if not sel:
             continue
         s = summarise(sel, BASELINE)
+        # an unfinished run: its figures without a final measurement are the search's, which chose them, so read high
+        pending = [r for r in sel if r.result is not None and not r.final]
         # the threshold is 2^36 FLOP, i.e. 2*M*N*K >= 2^36
         big = [r.speedup(BASELINE) for r in sel if r.log2_mnk + 1 >= 36 and r.speedup(BASELINE) is not None]
         lines += [f"## {mode}", "",
@@ -80,7 +82,11 @@ def summarise_run(run_dir: Path, a) -> str:
                   f"shapes ≥ 2^36 FLOP: min {_f(min(big) if big else None)}, "
                   f"geomean {_f(math.exp(sum(map(math.log, big)) / len(big)) if big else None)}; "
                   f"max(kernel, baseline) mean {_f(s['dispatch_mean'])}", "",
-                  *([targets(s, big), ""] if mode == "offline" and a.acc == "fp32" else []),
+                  *([f"**Unfinished run: {len(pending)} of {len(sel)} shapes have no final measurement yet; their "
+                     "figure (marked *) is the search's own, which chose the kernel and so reads high, and every "
+                     "figure above depends on them.**", ""] if pending else []),
+                  *([("Provisional (see above). " if pending else "") + targets(s, big), ""]
+                    if mode == "offline" and a.acc == "fp32" else []),
                   "| M | N | K | speedup vs AutoTuning-max | 95% CI | search measurements | family | tried | correct "
                   "| GPU s | nvcc s (one core each) |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -95,7 +101,8 @@ def summarise_run(run_dir: Path, a) -> str:
             # the gap between them is the selection bias of keeping the fastest of many noisy measurements
             search = " / ".join(_f(res.speedup(BASELINE)) for res in [win.result, *archive.remeasures(win.id)]
                                 if res.ok) if win else "-"
-            lines.append(f"| {r.shape[0]} | {r.shape[1]} | {r.shape[2]} | {_f(r.speedup(BASELINE))} | {_ci(r)} | "
+            mark = "" if r.final else " *"
+            lines.append(f"| {r.shape[0]} | {r.shape[1]} | {r.shape[2]} | {_f(r.speedup(BASELINE))}{mark} | {_ci(r)} | "
                          f"{search or '-'} | {fam} | {r.tried} | {r.correct} | {gpu_s:.1f} | {cpu_s:.0f} |")
         lines.append("")
     return "\n".join(lines) + "\n"

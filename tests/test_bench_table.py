@@ -50,6 +50,26 @@ def test_the_table_shows_the_winners_search_measurements(tmp_path):
     assert cells[names.index("tried")] == "3"
 
 
+def test_an_unfinished_run_marks_the_figures_that_are_still_the_searchs(tmp_path):
+    """Without a final measurement the table shows the search's own figure, which chose the kernel and reads high:
+    it is marked, and the targets line says it is provisional; once the final is in, both go away."""
+    from agent.campaign import CampaignDB
+
+    run, first, _ = _run(tmp_path)
+    args = argparse.Namespace(acc="fp32", shapes="shapes.txt", budget=3, per_step=3, ncu="off", lanes=None)
+    md = _bench().summarise_run(run, args)
+    row = next(line for line in md.splitlines() if line.startswith("| 4096 | 4096 | 4096 |"))
+    assert f"| {first:.3f} * |" in row
+    assert "Unfinished run: 1 of 1 shapes" in md and "Provisional (see above). Targets" in md
+    best = Archive(run / "archive.sqlite").ranked("H200", "fp32", SHAPE)[0]
+    final = scaled_result(best.result, 0.95)
+    CampaignDB(run / "campaign.sqlite").put_final("H200", "fp32", SHAPE, "offline", best.id, best.source_hash, final)
+    md = _bench().summarise_run(run, args)
+    row = next(line for line in md.splitlines() if line.startswith("| 4096 | 4096 | 4096 |"))
+    assert f"| {final.speedup('cublaslt-autotune-max'):.3f} |" in row
+    assert "Unfinished" not in md and "Provisional" not in md
+
+
 def test_report_only_writes_into_a_new_folder(tmp_path):
     run, _, _ = _run(tmp_path)
     out = tmp_path / "not" / "there"

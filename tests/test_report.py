@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.report import ShapeRow, render, summarise, write_report
+from agent.report import ShapeRow, render, report_run, summarise, write_report
 from evaluator.record import CheckOutcome, EvalResult, Timing
 
 BASELINES = ["torch", "cublas-NN", "cublas-TN", "cublaslt-heuristic-NN", "cublaslt-heuristic-TN",
@@ -191,6 +191,9 @@ def test_report_of_a_campaign_run(tmp_path):
     links = re.findall(r'href="(kernels/[0-9a-f]{64}\.cu)"', html)
     assert len(links) == 4 and all((cfg.run_dir / link).is_file() for link in links)
     assert "64x64x64" in html and "128x256x512" in html and '<table class="summary"' in html
+    assert "no final measurement yet" not in html  # a finished campaign: every figure is a final measurement
+    (cfg.run_dir / "campaign.sqlite").unlink()  # as before the finals ran: the search's own figures, marked
+    assert report_run(cfg.run, runs_dir=cfg.runs_dir).read_text().count("(search: no final measurement yet)") == 2
     bad = subprocess.run([sys.executable, "-m", "agent.cli", "report", "nope", "--runs-dir", str(tmp_path)],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "no archive for run" in bad.stderr
