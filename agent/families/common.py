@@ -102,6 +102,25 @@ def launch_knobs(arch: str) -> dict[str, Any]:
     return {"pdl": arch_limits(arch).sm >= 90}
 
 
+def validated(params: dict[str, Any], validate, arch: str, target: str, what: str) -> tuple[dict, ArchLimits, str]:
+    """(canonical params, the arch's limits, "") or (_, _, why not): bad params, an unknown arch, an arch below the
+    family's `target` ("sm_80": that or newer; "sm_90a": exactly, its wgmma/TMA are arch-specific) for `what` the
+    kernel uses, or a launch knob the arch lacks. Every family's `feasible` starts here."""
+    try:
+        p, lim = validate(params), arch_limits(arch)
+    except ValueError as e:
+        return {}, ARCHS["sm_90a"], str(e)
+    if target == "sm_90a" and arch != "sm_90a":
+        return p, lim, f"{what} need sm_90a (arch-specific features), not {arch}"
+    if lim.sm < arch_limits(target).sm:
+        return p, lim, f"{arch}: {what} need {target}+"
+    return p, lim, launch_problem(p, lim)
+
+
+def smem_problem(smem: int, lim: ArchLimits) -> str:
+    return f"shared memory {smem} B > {lim.smem_per_block} B per block on {lim.name}" if smem > lim.smem_per_block else ""
+
+
 def launch_problem(p: dict[str, Any], lim: ArchLimits) -> str:
     if p.get("pdl") and lim.sm < 90:
         return f"pdl: programmatic dependent launch needs sm_90+, not {lim.name}"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, arch_limits, ceil_div, launch_knobs, launch_problem,
-                     render_feasible, validate_with_defaults)
+from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, ceil_div, launch_knobs, render_feasible, smem_problem,
+                     validate_with_defaults, validated)
 
 NAME = "hopper_raw"
 TEMPLATE = "hopper_raw.cu.j2"
@@ -40,23 +40,16 @@ def smem_bytes(p: dict[str, Any]) -> int:
 
 
 def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: str) -> tuple[bool, str]:
-    try:
-        p = validate(params)
-    except ValueError as e:
-        return False, str(e)
-    lim = arch_limits(arch)
-    if arch != "sm_90a":
-        return False, f"wgmma, TMA and setmaxnreg need sm_90a (arch-specific features), not {arch}"
-    if why := launch_problem(p, lim):
+    p, lim, why = validated(params, validate, arch, "sm_90a", "wgmma, TMA and setmaxnreg")
+    if why:
         return False, why
     acc = (p["tile_m"] // 128) * p["tile_n"] // 2
     if acc > MAX_ACC_REGS:
         return False, f"{acc} fp32 accumulators per consumer thread (limit {MAX_ACC_REGS}: 232 registers in all)"
     if p.get("epi") == "tma" and p["tile_n"] % 64:
         return False, f"the TMA epilogue stores 64-column sub-tiles: tile_n={p['tile_n']} is not a multiple of 64"
-    smem = smem_bytes(p)
-    if smem > lim.smem_per_block:
-        return False, f"shared memory {smem} B > {lim.smem_per_block} B per block on {arch}"
+    if why := smem_problem(smem_bytes(p), lim):
+        return False, why
     if shape is not None:
         m, n, k = shape
         if k % 8 or n % 2:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, arch_limits, ceil_div, launch_knobs, render_feasible,
-                     validate_with_defaults)
+from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, ceil_div, launch_knobs, render_feasible, validate_with_defaults,
+                     validated)
 
 # The batched split-K keeps its fp32 slices in a static workspace of this many floats (32 MiB).
 SLICE_WS_FLOATS = 8 * 1024 * 1024
@@ -95,13 +95,9 @@ def _swizzle_waste(p: dict[str, Any], shape: tuple[int, int, int]) -> str | None
 
 
 def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: str) -> tuple[bool, str]:
-    try:
-        p = validate(params)
-    except ValueError as e:
-        return False, str(e)
-    lim = arch_limits(arch)
-    if arch != "sm_90a":
-        return False, f"wgmma/TMA kernels need sm_90a (arch-specific features), not {arch}"
+    p, lim, why = validated(params, validate, arch, "sm_90a", "wgmma/TMA kernels")
+    if why:
+        return False, why
     coop = p["schedule"] == "cooperative"
     if coop and p["tile_m"] not in (128, 256):
         return False, "the cooperative schedule splits tile_m over 2 consumer warpgroups: tile_m must be 128 or 256"

@@ -4,8 +4,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, WS_FLOATS, arch_limits, ceil_div, launch_knobs, launch_problem,
-                     render_feasible, splitk_problem, validate_with_defaults)
+from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, WS_FLOATS, arch_limits, ceil_div, launch_knobs, render_feasible,
+                     smem_problem, splitk_problem, validate_with_defaults, validated)
 
 NAME = "small"
 TEMPLATE = "small.cu.j2"
@@ -39,14 +39,8 @@ def smem_bytes(p: dict[str, Any]) -> int:
 
 
 def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: str) -> tuple[bool, str]:
-    try:
-        p = validate(params)
-    except ValueError as e:
-        return False, str(e)
-    lim = arch_limits(arch)
-    if lim.sm < 80:
-        return False, f"{arch}: mma.sync m16n8k16 + cp.async need sm_80+"
-    if why := launch_problem(p, lim):
+    p, lim, why = validated(params, validate, arch, "sm_80", "mma.sync m16n8k16 + cp.async")
+    if why:
         return False, why
     ck = p.get("cluster_k", 1)
     if ck > 1:
@@ -69,9 +63,8 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
     est_regs = acc_regs + (wtm // 16) * 4 + (wtn // 16) * 4 + 40
     if est_regs * threads > lim.regs_per_sm:
         return False, f"~{est_regs} registers x {threads} threads exceeds {lim.regs_per_sm} per SM"
-    smem = smem_bytes(p)
-    if smem > lim.smem_per_block:
-        return False, f"shared memory {smem} B > {lim.smem_per_block} B per block on {arch}"
+    if why := smem_problem(smem_bytes(p), lim):
+        return False, why
     if shape is not None:
         m, n, k = shape
         if n % 8 or k % 8:
