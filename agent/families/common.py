@@ -118,7 +118,9 @@ def validated(params: dict[str, Any], validate, arch: str, target: str, what: st
 
 
 def smem_problem(smem: int, lim: ArchLimits) -> str:
-    return f"shared memory {smem} B > {lim.smem_per_block} B per block on {lim.name}" if smem > lim.smem_per_block else ""
+    if smem <= lim.smem_per_block:
+        return ""
+    return f"shared memory {smem} B > {lim.smem_per_block} B per block on {lim.name}"
 
 
 def launch_problem(p: dict[str, Any], lim: ArchLimits) -> str:

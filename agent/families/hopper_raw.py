@@ -60,7 +60,8 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             return False, f"a {p['tile_m']}x{p['tile_n']} tile is more than twice the {m}x{n} output"
         rows, cl = ceil_div(m, p["tile_m"]), p.get("cluster_m", 1)
         if rows % cl:
-            return False, f"cluster_m={cl} takes {cl} tile-rows at a time: {rows} tile-rows of {p['tile_m']} do not divide"
+            return False, (f"cluster_m={cl} takes {cl} tile-rows at a time: {rows} tile-rows of {p['tile_m']} do not "
+                           "divide")
         if p["group"] > 1 and rows // cl < 2 * p["group"]:
             return False, (f"group {p['group']} needs at least {2 * p['group']} tile-rows of work units "
                            f"({cl} tile-rows each), the shape has {rows // cl}")

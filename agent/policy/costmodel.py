@@ -141,7 +141,7 @@ def _estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], ar
 
 
 def _raw_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> float:
-    """hopper_raw: a persistent grid of one CTA per SM over unpadded tiles, no cluster, no CUTLASS host code."""
+    """hopper_raw: a persistent grid of one CTA per SM over unpadded tiles, in clusters of one or two CTAs."""
     m, n, k = shape
     sms = arch_limits(arch).num_sms
     tm, tn = p["tile_m"], p["tile_n"]

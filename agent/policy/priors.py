@@ -47,7 +47,7 @@ def family_shares(shape: tuple[int, int, int], arch: str) -> dict[str, float]:
         # mma.sync reaches ~60% of wgmma's peak: ampere_cute measured 0.37-0.53 of cuBLASLt on all 8 big dev shapes
         # in runs 4 and 5 (H200), one candidate in twelve spent for nothing
         # half to the hand-written kernel: on the four big dev shapes where CUTLASS lost it needs 1-2% fewer cycles a
-        # call than CUTLASS and cuBLASLt with its TMA epilogue (sweeps r14/r15, H200 power-steady)
+        # call than CUTLASS and cuBLASLt with its TMA epilogue (sweep r14, H200 power-steady)
         shares = {"small": 0.0, "ampere_cute": 0.0, "hopper_wgmma": 0.5, "hopper_raw": 0.5}
     else:
         shares = {"small": 0.0, "ampere_cute": 1.0, "hopper_wgmma": 0.0}
