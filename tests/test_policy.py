@@ -325,7 +325,7 @@ def test_every_proposal_uses_pdl_on_sm90_and_none_on_sm80():
 def test_raw_priors_are_feasible_on_the_big_dev_shapes_and_band_only_beyond_one_wave():
     from agent.families import hopper_raw
 
-    listed = Path("docs/benchmarks/dev_sample_large.txt").read_text().splitlines()
+    listed = (Path(__file__).resolve().parents[1] / "docs/benchmarks/dev_sample_large.txt").read_text().splitlines()
     shapes = [tuple(map(int, ln.split())) for ln in listed if ln.strip()]
     for shape in shapes:
         ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
