@@ -288,6 +288,11 @@ def _output_bound_ampere(shape: tuple[int, int, int], acc: str) -> list[dict[str
     return [q for q in picks if q["bm"] <= m and q["bn"] <= n]
 
 
+def _widest_band(unit_rows: int) -> int:
+    """The widest tile-order band up to 8 that hopper_raw accepts: it needs two bands' worth of work-unit rows."""
+    return max(g for g in (1, 2, 4, 8) if g == 1 or unit_rows >= 2 * g)
+
+
 def raw_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
     """The hand-written kernel's tiles that matched cuBLASLt's cycles (128x256, then 256x128) with the TMA epilogue and
     the deepest ring; beyond one wave, bands of up to 8 tile-rows (8192x2048x8192: 593.6k cycles with 8 against 591.0k
@@ -297,15 +302,14 @@ def raw_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, An
     out = []
     for tm, tn in ((128, 256), (256, 128)):
         rows, tiles = ceil_div(m, tm), ceil_div(m, tm) * ceil_div(n, tn)
-        group = 1 if tiles <= sms else max(g for g in (1, 2, 4, 8) if g == 1 or rows >= 2 * g)
+        group = 1 if tiles <= sms else _widest_band(rows)
         out.append({"tile_m": tm, "tile_n": tn, "stages": 4, "group": group, "acc": "fp32", "epi": "tma"})
         if tiles > sms and tn == 256 and rows % 2 == 0:
             # beyond one wave, pairs of CTAs sharing B: CUTLASS's 2x1 clusters won 8192x2048x8192 in runs 6 and 8
-            out.append(dict(out[-1], cluster_m=2, group=max(g for g in (1, 2, 4, 8) if g == 1 or rows >= 4 * g)))
+            out.append(dict(out[-1], cluster_m=2, group=_widest_band(rows // 2)))
     if n % 192 == 0 and m >= 256:
-        rows = ceil_div(m, 256)
         out.append({"tile_m": 256, "tile_n": 192, "stages": 3, "acc": "fp32", "epi": "tma",
-                    "group": max(g for g in (1, 2, 4, 8) if g == 1 or rows >= 2 * g)})
+                    "group": _widest_band(ceil_div(m, 256))})
     return out
 
 
