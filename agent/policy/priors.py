@@ -296,17 +296,14 @@ def _widest_band(unit_rows: int) -> int:
 def raw_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
     """The hand-written kernel's tiles that matched cuBLASLt's cycles (128x256, then 256x128) with the TMA epilogue and
     the deepest ring; beyond one wave, bands of up to 8 tile-rows (8192x2048x8192: 593.6k cycles with 8 against 591.0k
-    with 1, but at a higher clock) and a 2-CTA cluster twin of 128x256. 256x192 where 192 divides N, as for
-    CUTLASS."""
+    with 1, but at a higher clock). 256x192 where 192 divides N, as for CUTLASS. No 2-CTA cluster: it measured 0.70 of
+    cuBLASLt (docs/benchmarks/sweeps/result_r15_raw_cluster.json)."""
     m, n, _ = shape
     out = []
     for tm, tn in ((128, 256), (256, 128)):
         rows, tiles = ceil_div(m, tm), ceil_div(m, tm) * ceil_div(n, tn)
         group = 1 if tiles <= sms else _widest_band(rows)
         out.append({"tile_m": tm, "tile_n": tn, "stages": 4, "group": group, "acc": "fp32", "epi": "tma"})
-        if tiles > sms and tn == 256 and rows % 2 == 0:
-            # beyond one wave, pairs of CTAs sharing B: CUTLASS's 2x1 clusters won 8192x2048x8192 in runs 6 and 8
-            out.append(dict(out[-1], cluster_m=2, group=_widest_band(rows // 2)))
     if n % 192 == 0 and m >= 256:
         out.append({"tile_m": 256, "tile_n": 192, "stages": 3, "acc": "fp32", "epi": "tma",
                     "group": _widest_band(ceil_div(m, 256))})
