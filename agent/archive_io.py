@@ -80,9 +80,16 @@ def export_archive(db: Path, out_dir: Path, *, best_only: bool = True, run_dir: 
     finals: dict[tuple, dict[str, Any]] = {}
     if run_dir is not None and (run_dir / "campaign.sqlite").is_file():
         from agent.campaign import CampaignDB
+        from agent.report import median_measurement
 
+        repeats: dict[tuple, list] = {}
         for f in CampaignDB(run_dir / "campaign.sqlite").finals():
-            finals.setdefault((f["gpu"], f["acc"], tuple(f["shape"]), f["source_hash"]), {})[f["mode"]] = f["result"]
+            repeats.setdefault((f["gpu"], f["acc"], tuple(f["shape"]), f["source_hash"], f["mode"]), []).append(
+                f["result"])
+        for (*key, mode), results in repeats.items():
+            # a failed repeat is exported as it is (it must not hide behind passing ones); else the median one
+            failed = [r for r in results if not r.ok]
+            finals.setdefault(tuple(key), {})[mode] = failed[0] if failed else median_measurement(results)[0]
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / MANIFEST).is_file():
         raise ArchiveIOError(f"{out_dir} exists and is not an earlier export (no {MANIFEST}); choose an empty folder")

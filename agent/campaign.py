@@ -19,6 +19,7 @@ The GPU is reached only through a `Seam` (compile, evaluate); tests replace it w
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -335,15 +336,23 @@ class _AheadProposer:
 # ---------------------------------------------------------------- campaign bookkeeping (finals)
 
 class CampaignDB:
-    """runs/<run>/campaign.sqlite: the final measurement of each shape's best kernel in each mode."""
+    """runs/<run>/campaign.sqlite: the final measurements of each shape's best kernel in each mode, `rep` 0, 1, ...
+    Each is its own evaluation (fresh operand buffers, the baselines autotuned again): one evaluation's CI covers its
+    rounds only, and a big near-parity shape moved by up to 5% between evaluations (docs/benchmarks/builtin_policy.md,
+    "Run 13")."""
 
     def __init__(self, path: Path):
         self.path = path
         with self._conn() as c:
             c.execute("PRAGMA journal_mode=WAL")
-            c.execute("CREATE TABLE IF NOT EXISTS finals (gpu TEXT, acc TEXT, m INT, n INT, k INT, mode TEXT, "
-                      "variant_id INT, source_hash TEXT, result TEXT, created_at REAL, "
-                      "PRIMARY KEY (gpu, acc, m, n, k, mode, source_hash))")
+            c.execute("CREATE TABLE IF NOT EXISTS final_runs (gpu TEXT, acc TEXT, m INT, n INT, k INT, mode TEXT, "
+                      "rep INT, variant_id INT, source_hash TEXT, result TEXT, created_at REAL, "
+                      "PRIMARY KEY (gpu, acc, m, n, k, mode, source_hash, rep))")
+            # runs made before repeats kept one final per mode in `finals`: it becomes repeat 0
+            if c.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='finals'").fetchone():
+                c.execute("INSERT OR IGNORE INTO final_runs SELECT gpu, acc, m, n, k, mode, 0, variant_id, "
+                          "source_hash, result, created_at FROM finals")
+                c.execute("DROP TABLE finals")
 
     @contextmanager
     def _conn(self) -> Iterator[sqlite3.Connection]:
@@ -354,24 +363,25 @@ class CampaignDB:
         finally:
             c.close()
 
-    def get_final(self, gpu, acc, shape, mode, source_hash) -> EvalResult | None:
+    def get_final(self, gpu, acc, shape, mode, source_hash, rep: int = 0) -> EvalResult | None:
         with self._conn() as c:
-            r = c.execute("SELECT result FROM finals WHERE gpu=? AND acc=? AND m=? AND n=? AND k=? AND mode=? AND "
-                          "source_hash=?", (gpu, acc, *shape, mode, source_hash)).fetchone()
+            r = c.execute("SELECT result FROM final_runs WHERE gpu=? AND acc=? AND m=? AND n=? AND k=? AND mode=? AND "
+                          "source_hash=? AND rep=?", (gpu, acc, *shape, mode, source_hash, rep)).fetchone()
         return EvalResult.from_json(r[0]) if r else None
 
-    def put_final(self, gpu, acc, shape, mode, variant_id, source_hash, res: EvalResult) -> None:
+    def put_final(self, gpu, acc, shape, mode, variant_id, source_hash, res: EvalResult, rep: int = 0) -> None:
         from agent.secrets import scrub
 
         with self._conn() as c:
-            c.execute("INSERT OR REPLACE INTO finals VALUES (?,?,?,?,?,?,?,?,?,?)",
-                      (gpu, acc, *shape, mode, variant_id, source_hash, scrub(res.to_json()), time.time()))
+            c.execute("INSERT OR REPLACE INTO final_runs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                      (gpu, acc, *shape, mode, rep, variant_id, source_hash, scrub(res.to_json()), time.time()))
 
     def finals(self) -> list[dict[str, Any]]:
         with self._conn() as c:
-            rows = c.execute("SELECT gpu, acc, m, n, k, mode, variant_id, source_hash, result FROM finals").fetchall()
+            rows = c.execute("SELECT gpu, acc, m, n, k, mode, variant_id, source_hash, result, rep FROM final_runs "
+                             "ORDER BY rep").fetchall()
         return [{"gpu": r[0], "acc": r[1], "shape": (r[2], r[3], r[4]), "mode": r[5], "variant_id": r[6],
-                 "source_hash": r[7], "result": EvalResult.from_json(r[8])} for r in rows]
+                 "source_hash": r[7], "result": EvalResult.from_json(r[8]), "rep": r[9]} for r in rows]
 
 
 # ---------------------------------------------------------------- the campaign
@@ -389,11 +399,16 @@ class CampaignConfig:
     global_archive: Path | None = None  # None: no global archive
     seed_from_global: bool = True
     final_modes: tuple[str, ...] = FINAL_MODES  # re-measure each shape's winner in these modes
+    final_repeats: int = 3  # separate evaluations per final mode; reports take their median
     confirm_top: int = 3  # re-measure this many leaders before the winner is chosen (0: the search's fastest wins)
     n_per_step: int = 4
     compile_workers: int | None = None
     retrieve: bool = True
     lanes: int | None = None  # shapes worked on at once; None: the seam's (two per GPU)
+
+    def __post_init__(self):
+        if not isinstance(self.final_repeats, int) or self.final_repeats < 1:
+            raise CampaignError(f"final_repeats must be a whole number ≥ 1, got {self.final_repeats!r}")
 
     @property
     def run_dir(self) -> Path:
@@ -528,15 +543,15 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
         best = archive.best(gpu, acc, shape)
         if best is not None:
             src = best.read_source()
-            for mode in cfg.final_modes:
-                if cdb.get_final(gpu, acc, shape, mode, best.source_hash) is not None:
+            for mode, rep in itertools.product(cfg.final_modes, range(cfg.final_repeats)):
+                if cdb.get_final(gpu, acc, shape, mode, best.source_hash, rep) is not None:
                     continue
                 res = seam.evaluate(src, shape, acc=acc, mode=mode, profile=cfg.profile)
                 if res.status in ("no_gpu", "error"):
                     continue
-                cdb.put_final(gpu, acc, shape, mode, best.id, best.source_hash, res)
+                cdb.put_final(gpu, acc, shape, mode, best.id, best.source_hash, res, rep)
                 transcript.append(thread=f"{gpu}|{acc}|{shape_str(shape)}", shape=shape, step=None, node="final",
-                                  input={"variant_id": best.id, "mode": mode},
+                                  input={"variant_id": best.id, "mode": mode, "repeat": rep},
                                   output={"status": res.status, "speedups": {n: res.speedup(n) for _, n in
                                                                               PROGRESS_BASELINES}})
         if gdb is not None:

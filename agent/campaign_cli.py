@@ -71,6 +71,9 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
                    help="profile each step's fastest variant with Nsight Compute (auto: when ncu is installed)")
     p.add_argument("--final-modes", default="offline,server", metavar="MODES",
                    help="re-measure each shape's best kernel in these modes at the end ('' for none)")
+    p.add_argument("--final-repeats", type=_positive_int, default=3, metavar="N",
+                   help="separate evaluations of each final measurement; reports take their median (default 3: "
+                        "one evaluation's CI misses the spread between evaluations)")
     p.add_argument("--confirm-top", type=int, choices=range(0, 9), default=3, metavar="N",
                    help="before choosing each shape's winner, measure its N leaders a second time and rank them by "
                         "both measurements (default 3; 0: the search's fastest measurement wins)")
@@ -154,7 +157,8 @@ def cmd_campaign(args: argparse.Namespace) -> int:
                          budget_candidates=None if args.minutes is not None else (args.budget or 16),
                          budget_minutes=args.minutes, runs_dir=Path(args.runs_dir),
                          global_archive=None if args.no_global else Path(args.global_archive or global_archive_path()),
-                         final_modes=final_modes, confirm_top=args.confirm_top, n_per_step=args.per_step,
+                         final_modes=final_modes, final_repeats=args.final_repeats, confirm_top=args.confirm_top,
+                         n_per_step=args.per_step,
                          lanes=args.lanes)
     retrieve_fn = None if args.no_retrieval or model.backend == "builtin" else _retriever()
     return finish_campaign(cfg, seam, model, retrieve_fn)

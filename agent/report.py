@@ -236,17 +236,26 @@ def collect_rows(run_dir: str | Path) -> list[ShapeRow]:
         if best is None:
             rows.append(ShapeRow(mode=search_mode, result=None, **common))
             continue
-        by_mode = {}
+        by_mode: dict[str, list[EvalResult]] = {}
         for f in finals.get((key.gpu, key.acc, tuple(key.shape)), []):
             if f["source_hash"] == best.source_hash and f["result"].ok:
-                by_mode[f["mode"]] = f["result"]
+                by_mode.setdefault(f["mode"], []).append(f["result"])
         final = bool(by_mode)
         if not by_mode:
-            by_mode[best.result.mode or search_mode] = best.result
-        for mode, res in by_mode.items():
+            by_mode[best.result.mode or search_mode] = [best.result]
+        for mode, results in by_mode.items():
+            res, spread = median_measurement(results)
             rows.append(ShapeRow(mode=mode, result=res, kernel_path=best.kernel_path, variant_id=best.id,
-                                 proposer=best.proposer, final=final, **common))
+                                 proposer=best.proposer, final=final, extra={"final_speedups": spread} if final else {},
+                                 **common))
     return rows
+
+
+def median_measurement(results: list[EvalResult]) -> tuple[EvalResult, list[float]]:
+    """The evaluation whose speedup against SELECT_BY is the median (of an even count, the lower middle one: a real
+    measurement, never a blend), and every evaluation's speedup in ascending order."""
+    ranked = sorted(results, key=lambda r: r.speedup(SELECT_BY) or 0.0)
+    return ranked[(len(ranked) - 1) // 2], [s for r in ranked if (s := r.speedup(SELECT_BY)) is not None]
 
 
 def report_run(run: str, *, runs_dir: str | Path = "runs", out: str | Path | None = None) -> Path:

@@ -31,13 +31,15 @@ def main() -> int:
     ap.add_argument("--per-step", type=int, default=4, help="proposals per search step")
     ap.add_argument("--lanes", type=int, default=None, help="shapes in flight (compile parallelism)")
     ap.add_argument("--ncu", choices=["auto", "on", "off"], default="auto")
+    ap.add_argument("--final-repeats", type=int, default=3, help="separate evaluations of each final measurement")
     ap.add_argument("--report-only", action="store_true", help="summarise an existing run")
     a = ap.parse_args()
     run = a.run or f"builtin-{a.acc}-b{a.budget}"
     if not a.report_only:
         cmd = [sys.executable, "-m", "agent.cli", "campaign", "--shapes", a.shapes, "--model", "builtin",
                "--budget", str(a.budget), "--acc", a.acc, "--run", run, "--runs-dir", a.runs_dir, "--no-global",
-               "--final-modes", "offline,server", "--per-step", str(a.per_step), "--ncu", a.ncu]
+               "--final-modes", "offline,server", "--final-repeats", str(a.final_repeats), "--per-step", str(a.per_step),
+               "--ncu", a.ncu]
         if a.lanes:
             cmd += ["--lanes", str(a.lanes)]
         rc = subprocess.run(cmd, cwd=REPO).returncode
@@ -62,8 +64,9 @@ def summarise_run(run_dir: Path, a) -> str:
              f"- device: {gpu}; date: {datetime.date.today().isoformat()}; shapes: `{a.shapes}`",
              f"- budget: {a.budget} candidates per shape, quick timing profile during the search; the 3 leaders",
              "  measured a second time and the winner chosen on both measurements (`--confirm-top`); the winner",
-             "  re-measured offline and server against every baseline, interleaved in one worker process; GPU s",
-             "  counts every evaluation, the second ones included; \"search measurements\" are the winner's own",
+             "  re-measured offline and server against every baseline, interleaved in one worker process, in",
+             "  separate evaluations (\"final measurements\"; the speedup and its 95% CI are the median one's); GPU",
+             "  s counts every evaluation, the second ones included; \"search measurements\" are the winner's own",
              "  measurements during the search, which chose it as the fastest and so read high",
              f"- command: `python3 scripts/bench_builtin_policy.py --shapes {a.shapes} --budget {a.budget} "
              f"--per-step {a.per_step} --acc {a.acc} --ncu {a.ncu}" + (f" --lanes {a.lanes}" if a.lanes else "") + "`",
@@ -87,9 +90,9 @@ def summarise_run(run_dir: Path, a) -> str:
                      "figure above depends on them.**", ""] if pending else []),
                   *([("Provisional (see above). " if pending else "") + targets(s, big), ""]
                     if mode == "offline" and a.acc == "fp32" else []),
-                  "| M | N | K | speedup vs AutoTuning-max | 95% CI | search measurements | family | tried | correct "
-                  "| GPU s | nvcc s (one core each) |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| M | N | K | speedup vs AutoTuning-max | 95% CI | final measurements | search measurements | family "
+                  "| tried | correct | GPU s | nvcc s (one core each) |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(sel, key=lambda r: r.log2_mnk):
             hist = archive.history(r.gpu, r.acc, r.shape)
             gpu_s = sum(res.wall_seconds - (res.compile.seconds if res.compile else 0)
@@ -102,8 +105,9 @@ def summarise_run(run_dir: Path, a) -> str:
             search = " / ".join(_f(res.speedup(BASELINE)) for res in [win.result, *archive.remeasures(win.id)]
                                 if res.ok) if win else "-"
             mark = "" if r.final else " *"
+            finals = " / ".join(_f(s) for s in r.extra.get("final_speedups", [])) or "-"
             lines.append(f"| {r.shape[0]} | {r.shape[1]} | {r.shape[2]} | {_f(r.speedup(BASELINE))}{mark} | {_ci(r)} | "
-                         f"{search or '-'} | {fam} | {r.tried} | {r.correct} | {gpu_s:.1f} | {cpu_s:.0f} |")
+                         f"{finals} | {search or '-'} | {fam} | {r.tried} | {r.correct} | {gpu_s:.1f} | {cpu_s:.0f} |")
         lines.append("")
     return "\n".join(lines) + "\n"
 

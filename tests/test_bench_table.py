@@ -114,3 +114,31 @@ def test_the_targets_line_is_for_fp32_offline_only(tmp_path):
     fp32 = bench.summarise_run(run, argparse.Namespace(acc="fp32", **args))
     assert fp32.count("Targets (fp32, offline") == 1
     assert "Targets" not in bench.summarise_run(run, argparse.Namespace(acc="fp16", **args))
+
+
+def test_repeated_finals_report_the_median_evaluation_and_all_of_them(tmp_path):
+    """Three final evaluations: the figure (and its CI) is the middle one's, and every one is listed, so the spread
+    between evaluations is visible beside one evaluation's CI; of two, the lower one is shown, never a blend."""
+    from agent.campaign import CampaignDB
+
+    run, _, _ = _run(tmp_path)
+    args = argparse.Namespace(acc="fp32", shapes="shapes.txt", budget=3, per_step=3, ncu="off", lanes=None)
+    best = Archive(run / "archive.sqlite").ranked("H200", "fp32", SHAPE)[0]
+    cdb = CampaignDB(run / "campaign.sqlite")
+    finals = [scaled_result(best.result, f) for f in (1.0, 0.9, 0.95)]
+    speedups = [f.speedup("cublaslt-autotune-max") for f in finals]
+    for rep, res in enumerate(finals[:2]):
+        cdb.put_final("H200", "fp32", SHAPE, "offline", best.id, best.source_hash, res, rep)
+
+    def cells():
+        md = _bench().summarise_run(run, args)
+        header = next(line for line in md.splitlines() if line.startswith("| M | N | K |"))
+        row = next(line for line in md.splitlines() if line.startswith("| 4096 | 4096 | 4096 |"))
+        return dict(zip([c.strip() for c in header.strip("|").split("|")], [c.strip() for c in row.strip("|").split("|")]))
+
+    c = cells()
+    assert c["speedup vs AutoTuning-max"] == f"{min(speedups[:2]):.3f}"
+    cdb.put_final("H200", "fp32", SHAPE, "offline", best.id, best.source_hash, finals[2], 2)
+    c = cells()
+    assert c["speedup vs AutoTuning-max"] == f"{sorted(speedups)[1]:.3f}"
+    assert c["final measurements"] == " / ".join(f"{s:.3f}" for s in sorted(speedups))

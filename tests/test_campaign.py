@@ -17,8 +17,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from http_servers import RECORDED_RESULTS, kernel_source  # noqa: E402
 
-from agent.campaign import CampaignConfig, CampaignDB, Seam, run_campaign  # noqa: E402
+from agent.campaign import CampaignConfig, CampaignDB, CampaignError, Seam, run_campaign  # noqa: E402
 from agent.proposers.base import Proposal, ProposalContext, Proposer  # noqa: E402
+from evaluator.record import EvalResult  # noqa: E402
 
 GPU = "NVIDIA H200"
 TAGS = ["naive", "tile128", "broken", "tile128x256", "wrong", "pipelined", "wgmma"]
@@ -83,12 +84,13 @@ def log_records(path: Path) -> list[dict]:
 
 
 def campaign(tmp_path: Path, shapes, *, budget=6, delay=0.0, lanes=2, global_db=None, run="c1", cfg_lanes=None,
-             confirm_top=3):
+             confirm_top=3, final_repeats=3):
     from rich.console import Console
 
     seam = ReplaySeam(tmp_path / "calls.jsonl", delay=delay, lanes=lanes)
     cfg = CampaignConfig(run=run, shapes=list(shapes), budget_candidates=budget, runs_dir=tmp_path / "runs",
-                         global_archive=global_db, n_per_step=2, lanes=cfg_lanes, confirm_top=confirm_top)
+                         global_archive=global_db, n_per_step=2, lanes=cfg_lanes, confirm_top=confirm_top,
+                         final_repeats=final_repeats)
     buf = io.StringIO()
     summary = run_campaign(cfg, seam=seam, make_proposer=ScriptedProposer,
                            console=Console(file=buf, width=200), live=False)
@@ -118,10 +120,10 @@ def test_progress_archive_finals_and_global_seeding(tmp_path):
         ranked = arch.ranked(GPU, "fp32", s)
         assert [v.extra["measurements"] for v in ranked[:3]] == [2] * min(3, len(ranked))
     assert sum(json.loads(line)["node"] == "confirm" for line in (cfg.run_dir / "transcript.jsonl").open()) >= 4
-    # Winner re-measured in both modes; every variant shared with the global archive.
+    # Winner re-measured in both modes, three separate evaluations each; every variant shared with the global archive.
     finals = CampaignDB(cfg.run_dir / "campaign.sqlite").finals()
-    assert sorted((tuple(f["shape"]), f["mode"]) for f in finals) == sorted(
-        (s, m) for s in shapes for m in ("offline", "server"))
+    assert sorted((tuple(f["shape"]), f["mode"], f["rep"]) for f in finals) == sorted(
+        (s, m, r) for s in shapes for m in ("offline", "server") for r in range(3))
     g = Archive(gdb)
     assert g.count() == 12
     # Compile-ahead: every evaluated kernel was sent to the compile pool before its evaluation finished.
@@ -147,17 +149,45 @@ def test_progress_archive_finals_and_global_seeding(tmp_path):
 
 
 def test_confirm_top_zero_keeps_the_search_s_fastest(tmp_path):
-    """--confirm-top 0: no second measurements; each shape's winner is measured once per final mode only."""
+    """--confirm-top 0: no second measurements; with one final repeat each shape's winner is measured once per final
+    mode only."""
     from agent.archive import Archive
 
     shape = (64, 64, 64)
-    cfg, summary, _ = campaign(tmp_path, [shape], budget=6, confirm_top=0)
+    cfg, summary, _ = campaign(tmp_path, [shape], budget=6, confirm_top=0, final_repeats=1)
     assert not summary["failures"]
     arch = Archive(cfg.run_dir / "archive.sqlite")
     assert all(arch.remeasures(v.id) == [] for v in arch.history(GPU, "fp32", shape))
     evals = Counter(r["hash"] for r in log_records(tmp_path / "calls.jsonl") if r["op"] == "eval")
     assert evals[arch.best(GPU, "fp32", shape).source_hash] == 3  # the search, then offline and server finals
     assert max(evals.values()) == 3 and sum(c > 1 for c in evals.values()) == 1
+
+
+def test_final_repeats_must_be_at_least_one(tmp_path):
+    for bad in (0, -1, 1.5):
+        with pytest.raises(CampaignError, match="final_repeats"):
+            CampaignConfig(run="r", shapes=[(64, 64, 64)], runs_dir=tmp_path, final_repeats=bad)
+
+
+def test_a_run_from_before_repeats_keeps_its_finals_as_repeat_0(tmp_path):
+    """campaign.sqlite of older runs held one final per mode in `finals`: it is read as repeat 0, so resuming such a
+    run measures only repeats 1 and 2 and reports never lose the old figure."""
+    import sqlite3
+
+    res = EvalResult(status="ok", shape=(64, 64, 64))
+    db = tmp_path / "campaign.sqlite"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE finals (gpu TEXT, acc TEXT, m INT, n INT, k INT, mode TEXT, variant_id INT, "
+                  "source_hash TEXT, result TEXT, created_at REAL, PRIMARY KEY (gpu, acc, m, n, k, mode, source_hash))")
+        c.execute("INSERT INTO finals VALUES (?,?,?,?,?,?,?,?,?,?)",
+                  (GPU, "fp32", 64, 64, 64, "offline", 7, "h", res.to_json(), 1.0))
+    cdb = CampaignDB(db)
+    [f] = cdb.finals()
+    assert (f["rep"], f["variant_id"], f["mode"], f["result"].status) == (0, 7, "offline", "ok")
+    assert cdb.get_final(GPU, "fp32", (64, 64, 64), "offline", "h", 0) is not None
+    assert cdb.get_final(GPU, "fp32", (64, 64, 64), "offline", "h", 1) is None
+    cdb.put_final(GPU, "fp32", (64, 64, 64), "offline", 7, "h", res, 1)
+    assert [f["rep"] for f in CampaignDB(db).finals()] == [0, 1]  # opening it again copies nothing twice
 
 
 def test_lanes_option_works_on_more_shapes_at_once(tmp_path):
