@@ -296,8 +296,8 @@ def _widest_band(unit_rows: int) -> int:
 def raw_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
     """The hand-written kernel's tiles that matched cuBLASLt's cycles (128x256, then 256x128) with the TMA epilogue and
     the deepest ring; beyond one wave, bands of up to 8 tile-rows (8192x2048x8192: 593.6k cycles with 8 against 591.0k
-    with 1, but at a higher clock). 256x192 where 192 divides N, as for CUTLASS. No 2-CTA cluster: it measured 0.70 of
-    cuBLASLt (docs/benchmarks/sweeps/result_r15_raw_cluster.json)."""
+    with 1, but at a higher clock). 256x192 where 192 divides N, as for CUTLASS. No 2-CTA cluster: it has not been timed
+    beyond one wave since its barrier fix (docs/benchmarks/sweeps/result_r17_cluster_arrive.txt)."""
     m, n, _ = shape
     out = []
     for tm, tn in ((128, 256), (256, 128)):
