@@ -192,6 +192,8 @@ def test_report_of_a_campaign_run(tmp_path):
     assert len(links) == 4 and all((cfg.run_dir / link).is_file() for link in links)
     assert "64x64x64" in html and "128x256x512" in html and '<table class="summary"' in html
     assert "no final measurement yet" not in html  # a finished campaign: every figure is a final measurement
+    # three evaluations per final: the row says so and gives their range
+    assert len(re.findall(r"\(median of 3 evaluations, \d\.\d{3}–\d\.\d{3}\)", html)) == 4
     (cfg.run_dir / "campaign.sqlite").unlink()  # as before the finals ran: the search's own figures, marked
     assert report_run(cfg.run, runs_dir=cfg.runs_dir).read_text().count("(search: no final measurement yet)") == 2
     bad = subprocess.run([sys.executable, "-m", "agent.cli", "report", "nope", "--runs-dir", str(tmp_path)],
