@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""How well the built-in policy's cost model ranks the candidates a run measured (no GPU needed).
+
+    python3 scripts/costmodel_check.py runs/RUN [--arch sm_90a] [--json OUT]
+
+Per (GPU, acc, shape): the candidates that passed every check and carry family params, Spearman's rank correlation
+between `costmodel.estimate_us` (the current code's) and the measured time (the search's median µs per call), and
+how the candidate that the cost model ranks first measured against the fastest one. A correlation near zero on
+near-parity candidates means the search, not the model, picked the winner there (docs/design/builtin_policy.md).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def ranks(xs: list[float]) -> list[float]:
+    """1-based ranks, ties sharing their mean rank."""
+    order = sorted(range(len(xs)), key=xs.__getitem__)
+    out = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for t in order[i:j + 1]:
+            out[t] = (i + j) / 2 + 1
+        i = j + 1
+    return out
+
+
+def spearman(x: list[float], y: list[float]) -> float | None:
+    if len(x) < 3:
+        return None
+    rx, ry = ranks(x), ranks(y)
+    mx, my = statistics.fmean(rx), statistics.fmean(ry)
+    num = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    den = (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
+    return num / den if den else None
+
+
+def check(run_dir: Path, arch: str) -> list[dict]:
+    from agent.archive import Archive
+    from agent.policy.costmodel import estimate_us
+
+    db = Path(run_dir) / "archive.sqlite"
+    if not db.is_file():
+        raise SystemExit(f"no archive at {db}")
+    archive = Archive(db)
+    rows = []
+    for key in archive.shapes():
+        pairs, skipped = [], 0
+        for v in archive.history(key.gpu, key.acc, key.shape):
+            t = v.result.candidate
+            if v.status != "ok" or not v.family or v.params is None or t is None:
+                continue
+            try:
+                pairs.append((estimate_us(v.family, v.params, tuple(key.shape), arch), t.median_us, v.family))
+            except (KeyError, ValueError):  # params of a family or knob the current cost model does not know
+                skipped += 1
+        if not pairs:
+            continue
+        fastest = min(p[1] for p in pairs)
+        model_first = min(pairs, key=lambda p: p[0])
+        rho = spearman([p[0] for p in pairs], [p[1] for p in pairs])
+        rows.append({"gpu": key.gpu, "acc": key.acc, "shape": list(key.shape), "candidates": len(pairs),
+                     "skipped": skipped, "spearman": rho,
+                     "model_first_vs_fastest": model_first[1] / fastest, "model_first_family": model_first[2]})
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("--arch", default="sm_90a", help="the architecture the run's GPU builds for (default sm_90a)")
+    ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    a = ap.parse_args()
+    rows = check(a.run_dir, a.arch)
+    print("| shape | acc | candidates | Spearman (model, measured) | model's first pick, time / fastest |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        rho = "-" if r["spearman"] is None else f"{r['spearman']:+.2f}"
+        print(f"| {'x'.join(map(str, r['shape']))} | {r['acc']} | {r['candidates']} | {rho} | "
+              f"{r['model_first_vs_fastest']:.3f} ({r['model_first_family']}) |")
+    if a.json:
+        a.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

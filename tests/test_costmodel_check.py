@@ -1,0 +1,68 @@
+"""scripts/costmodel_check.py: the cost model's ranking of a run's measured candidates, read from its archive."""
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.archive import Archive
+from agent.policy.costmodel import estimate_us
+from evaluator.record import EvalResult, Timing
+
+REPO = Path(__file__).resolve().parents[1]
+SHAPE = (8192, 2048, 8192)
+RAW = {"tile_m": 128, "tile_n": 256, "stages": 4, "group": 8, "acc": "fp32", "epi": "tma", "pdl": True}
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("costmodel_check", REPO / "scripts" / "costmodel_check.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _result(us: float) -> EvalResult:
+    return EvalResult(status="ok", shape=SHAPE, candidate=Timing("candidate", us, us, us, 5))
+
+
+def test_ranks_share_ties_and_spearman_reads_order_only():
+    m = _script()
+    assert m.ranks([3.0, 1.0, 3.0, 2.0]) == [3.5, 1.0, 3.5, 2.0]
+    assert m.spearman([1, 2, 3, 4], [10, 20, 30, 400]) == pytest.approx(1.0)
+    assert m.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert m.spearman([1, 2], [1, 2]) is None  # too few to rank
+
+
+def test_a_run_whose_times_follow_the_model_scores_one_and_the_reverse_minus_one(tmp_path):
+    configs = [dict(RAW, epi=e, stages=s) for e in ("tma", "direct") for s in (4, 2)]
+    est = [estimate_us("hopper_raw", p, SHAPE) for p in configs]
+    assert len(set(est)) == 4  # the model tells these four apart
+    for name, sign in (("agrees", 1), ("reversed", -1)):
+        a = Archive(tmp_path / name / "archive.sqlite")
+        for i, (p, e) in enumerate(zip(configs, est)):
+            a.add(name, "H200", "fp32", SHAPE, f"// {name} {i}\n", "builtin", _result(1000 + sign * e),
+                  family="hopper_raw", params=p)
+        # a failed candidate and one without params are left out
+        a.add(name, "H200", "fp32", SHAPE, "// broken\n", "builtin", EvalResult(status="wrong_result", shape=SHAPE),
+              family="hopper_raw", params=RAW)
+        a.add(name, "H200", "fp32", SHAPE, "// handwritten\n", "openai", _result(1.0))
+        [row] = _script().check(tmp_path / name, "sm_90a")
+        assert row["candidates"] == 4 and row["spearman"] == pytest.approx(sign)
+        fastest = min(1000 + sign * e for e in est)
+        assert row["model_first_vs_fastest"] == pytest.approx((1000 + sign * min(est)) / fastest)
+
+
+def test_the_command_prints_a_table_and_refuses_a_folder_without_an_archive(tmp_path):
+    a = Archive(tmp_path / "r" / "archive.sqlite")
+    a.add("r", "H200", "fp32", SHAPE, "// one\n", "builtin", _result(400.0), family="hopper_raw", params=RAW)
+    p = subprocess.run([sys.executable, "scripts/costmodel_check.py", str(tmp_path / "r"), "--json",
+                        str(tmp_path / "out.json")], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "| 8192x2048x8192 | fp32 | 1 | - | 1.000 (hopper_raw) |" in p.stdout
+    assert (tmp_path / "out.json").is_file()
+    bad = subprocess.run([sys.executable, "scripts/costmodel_check.py", str(tmp_path / "nope")], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "no archive" in bad.stderr
