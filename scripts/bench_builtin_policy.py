@@ -105,7 +105,8 @@ def summarise_run(run_dir: Path, a) -> str:
             search = " / ".join(_f(res.speedup(BASELINE)) for res in [win.result, *archive.remeasures(win.id)]
                                 if res.ok) if win else "-"
             mark = "" if r.final else " *"
-            finals = " / ".join(_f(s) for s in r.extra.get("final_speedups", [])) or "-"
+            finals = " / ".join([*(_f(s) for s in r.extra.get("final_speedups", [])),
+                                 *(f"**{s}**" for s in r.extra.get("final_failed", []))]) or "-"
             lines.append(f"| {r.shape[0]} | {r.shape[1]} | {r.shape[2]} | {_f(r.speedup(BASELINE))}{mark} | {_ci(r)} | "
                          f"{finals} | {search or '-'} | {fam} | {r.tried} | {r.correct} | {gpu_s:.1f} | {cpu_s:.0f} |")
         lines.append("")

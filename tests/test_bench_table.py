@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from http_servers import RecordedEvaluator, kernel_source, scaled_result  # noqa: E402
 
 from agent.archive import Archive  # noqa: E402
+from evaluator.record import EvalResult  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHAPE = (4096, 4096, 4096)
@@ -142,3 +143,24 @@ def test_repeated_finals_report_the_median_evaluation_and_all_of_them(tmp_path):
     c = cells()
     assert c["speedup vs AutoTuning-max"] == f"{sorted(speedups)[1]:.3f}"
     assert c["final measurements"] == " / ".join(f"{s:.3f}" for s in sorted(speedups))
+
+
+def test_a_final_evaluation_that_failed_a_check_is_shown_not_dropped(tmp_path):
+    from agent.campaign import CampaignDB
+    from agent.report import collect_rows, write_report
+
+    run, _, _ = _run(tmp_path)
+    args = argparse.Namespace(acc="fp32", shapes="shapes.txt", budget=3, per_step=3, ncu="off", lanes=None)
+    best = Archive(run / "archive.sqlite").ranked("H200", "fp32", SHAPE)[0]
+    cdb = CampaignDB(run / "campaign.sqlite")
+    cdb.put_final("H200", "fp32", SHAPE, "offline", best.id, best.source_hash, scaled_result(best.result, 0.97), 0)
+    bad = EvalResult.from_dict(dict(best.result.to_dict(), status="wrong_result"))
+    cdb.put_final("H200", "fp32", SHAPE, "offline", best.id, best.source_hash, bad, 1)
+    md = _bench().summarise_run(run, args)
+    row = next(line for line in md.splitlines() if line.startswith("| 4096 | 4096 | 4096 |"))
+    assert "**wrong_result**" in row
+    rows = collect_rows(run)
+    [r] = [r for r in rows if r.mode == "offline"]
+    assert r.extra["final_failed"] == ["wrong_result"] and len(r.extra["final_speedups"]) == 1
+    html = write_report(rows, run="r", out_path=tmp_path / "r.html").read_text()
+    assert "final evaluations that failed: wrong_result" in html
