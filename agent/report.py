@@ -236,22 +236,23 @@ def collect_rows(run_dir: str | Path) -> list[ShapeRow]:
         if best is None:
             rows.append(ShapeRow(mode=search_mode, result=None, **common))
             continue
-        by_mode: dict[str, list[EvalResult]] = {}
+        passed: dict[str, list[EvalResult]] = {}
         failed: dict[str, list[str]] = {}  # a final evaluation that failed a check is shown, never dropped quietly
         for f in finals.get((key.gpu, key.acc, tuple(key.shape)), []):
             if f["source_hash"] == best.source_hash:
                 if f["result"].ok:
-                    by_mode.setdefault(f["mode"], []).append(f["result"])
+                    passed.setdefault(f["mode"], []).append(f["result"])
                 else:
                     failed.setdefault(f["mode"], []).append(f["result"].status)
-        final = bool(by_mode)
-        if not by_mode:
-            by_mode[best.result.mode or search_mode] = [best.result]
-        for mode, results in by_mode.items():
-            res, spread = median_measurement(results)
-            extra = {"final_speedups": spread, "final_failed": failed.get(mode, [])} if final else {}
+        own_mode = best.result.mode or search_mode
+        for mode in dict.fromkeys([*passed, *failed]) or [own_mode]:
+            if mode in passed:
+                res, spread = median_measurement(passed[mode])
+            else:  # no passing final here (none yet, or each one failed): the search's own figure, in its own mode
+                res, spread = (best.result if mode == own_mode else None), []
             rows.append(ShapeRow(mode=mode, result=res, kernel_path=best.kernel_path, variant_id=best.id,
-                                 proposer=best.proposer, final=final, extra=extra, **common))
+                                 proposer=best.proposer, final=mode in passed,
+                                 extra={"final_speedups": spread, "final_failed": failed.get(mode, [])}, **common))
     return rows
 
 

@@ -77,7 +77,7 @@ def summarise_run(run_dir: Path, a) -> str:
             continue
         s = summarise(sel, BASELINE)
         # an unfinished run: its figures without a final measurement are the search's, which chose them, so read high
-        pending = [r for r in sel if r.result is not None and not r.final]
+        pending = [r for r in sel if r.result is not None and not r.final and not r.extra.get("final_failed")]
         # the threshold is 2^36 FLOP, i.e. 2*M*N*K >= 2^36
         big = [r.speedup(BASELINE) for r in sel if r.log2_mnk + 1 >= 36 and r.speedup(BASELINE) is not None]
         lines += [f"## {mode}", "",
@@ -104,7 +104,7 @@ def summarise_run(run_dir: Path, a) -> str:
             # the gap between them is the selection bias of keeping the fastest of many noisy measurements
             search = " / ".join(_f(res.speedup(BASELINE)) for res in [win.result, *archive.remeasures(win.id)]
                                 if res.ok) if win else "-"
-            mark = "" if r.final else " *"
+            mark = "" if r.final or r.extra.get("final_failed") else " *"
             finals = " / ".join([*(_f(s) for s in r.extra.get("final_speedups", [])),
                                  *(f"**{s}**" for s in r.extra.get("final_failed", []))]) or "-"
             lines.append(f"| {r.shape[0]} | {r.shape[1]} | {r.shape[2]} | {_f(r.speedup(BASELINE))}{mark} | {_ci(r)} | "

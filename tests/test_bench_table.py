@@ -164,3 +164,10 @@ def test_a_final_evaluation_that_failed_a_check_is_shown_not_dropped(tmp_path):
     assert r.extra["final_failed"] == ["wrong_result"] and len(r.extra["final_speedups"]) == 1
     html = write_report(rows, run="r", out_path=tmp_path / "r.html").read_text()
     assert "final evaluations that failed: wrong_result" in html
+    # every server final failed: that mode's row has no figure (the search ran offline) and says why
+    cdb.put_final("H200", "fp32", SHAPE, "server", best.id, best.source_hash,
+                  EvalResult.from_dict(dict(bad.to_dict(), mode="server", status="crash")), 0)
+    [s] = [r for r in collect_rows(run) if r.mode == "server"]
+    assert s.result is None and not s.final and s.extra["final_failed"] == ["crash"]
+    md = _bench().summarise_run(run, args)
+    assert "Unfinished" not in md and "| - | - | **crash** |" in md.split("## server")[1]
