@@ -155,8 +155,17 @@ class Scenario:
     budget: int = 16  # candidates per shape
     n_per_step: int = 4
     cute_fraction: float | None = None  # share of candidates that are CuTe/CUTLASS builds
+    end_evals: int | None = None  # evaluations after the search (second measurements, finals); None: the driver's
     seed: int = 0
     name: str = ""
+
+
+def driver_end_evals() -> int:
+    """What agent.campaign evaluates once a shape's search ends, by default: its leaders once more (confirm_top),
+    then the winner in each final mode, final_repeats times."""
+    from agent.campaign import FINAL_MODES, CampaignConfig
+
+    return CampaignConfig.confirm_top + len(FINAL_MODES) * CampaignConfig.final_repeats
 
 
 @dataclass
@@ -223,8 +232,8 @@ def simulate(sc: Scenario, costs: dict) -> Outcome:
         if done < sc.budget:
             heapq.heappush(heap, (tc, lane, shape, done))
         else:
-            # finals: the winner re-measured in two modes on the same GPU
-            for _ in range(2):
+            # the leaders' second measurements and the winner's finals, on the same GPU
+            for _ in range(driver_end_evals() if sc.end_evals is None else sc.end_evals):
                 d = _draw(rng, ev["large_shapes"] if large else ev["small_shapes"])
                 start = max(tc, gpu_free[g])
                 gpu_free[g] = tc = start + d

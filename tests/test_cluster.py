@@ -121,6 +121,9 @@ def test_simulation_shows_the_bottleneck_moving():
     llm = sim.simulate(sim.Scenario(64, llm="hosted", llm_concurrency=8, lanes_per_gpu=8), costs)
     assert today.bottleneck == "lane latency" and max(today.busy.values()) < sim.SATURATED
     assert wide.bottleneck == "gpu" and wide.wall_s < today.wall_s / 3
+    # GPU-bound, the end of each shape (second measurements, three finals per mode) is a real share of the time
+    lean = sim.simulate(sim.Scenario(8, llm="builtin", lanes_per_gpu=64, compile_slots=8 * 256, end_evals=2), costs)
+    assert sim.driver_end_evals() == 9 and lean.wall_s < wide.wall_s * 0.9
     assert starved.bottleneck == "compile" and starved.busy["compile"] > 0.95
     assert llm.bottleneck == "llm" and llm.busy["llm"] > 0.95
     # Four times the GPUs: shorter, but not four times (31 shapes per GPU; each shape is a chain of builds).
