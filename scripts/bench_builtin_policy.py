@@ -65,11 +65,12 @@ def summarise_run(run_dir: Path, a) -> str:
              f"- budget: {a.budget} candidates per shape, quick timing profile during the search; the 3 leaders",
              "  measured a second time and the winner chosen on both measurements (`--confirm-top`); the winner",
              "  re-measured offline and server against every baseline, interleaved in one worker process, in",
-             "  separate evaluations (\"final measurements\"; the speedup and its 95% CI are the median one's); GPU",
-             "  s counts every evaluation, the second ones included; \"search measurements\" are the winner's own",
-             "  measurements during the search, which chose it as the fastest and so read high",
+             "  separate evaluations (\"final measurements\"; the speedup and its 95% CI are the median one's);",
+             "  GPU s counts every evaluation, the second ones included; \"search measurements\" are the winner's",
+             "  own measurements during the search, which chose it as the fastest and so read high",
              f"- command: `python3 scripts/bench_builtin_policy.py --shapes {a.shapes} --budget {a.budget} "
-             f"--per-step {a.per_step} --acc {a.acc} --ncu {a.ncu}" + (f" --lanes {a.lanes}" if a.lanes else "") + "`",
+             f"--per-step {a.per_step} --acc {a.acc} --ncu {a.ncu}" + (f" --lanes {a.lanes}" if a.lanes else "")
+             + (f" --final-repeats {a.final_repeats}" if getattr(a, "final_repeats", 3) != 3 else "") + "`",
              ""]
     for mode in ("offline", "server"):
         sel = [r for r in rows if r.mode == mode]
@@ -77,7 +78,7 @@ def summarise_run(run_dir: Path, a) -> str:
             continue
         s = summarise(sel, BASELINE)
         # an unfinished run: its figures without a final measurement are the search's, which chose them, so read high
-        pending = [r for r in sel if r.result is not None and not r.final and not r.extra.get("final_failed")]
+        pending = [r for r in sel if r.result is not None and _awaiting_final(r)]
         # the issue's threshold is 2^36 FLOP, i.e. 2*M*N*K >= 2^36
         big = [r.speedup(BASELINE) for r in sel if r.log2_mnk + 1 >= 36 and r.speedup(BASELINE) is not None]
         lines += [f"## {mode}", "",
@@ -104,13 +105,18 @@ def summarise_run(run_dir: Path, a) -> str:
             # the gap between them is the selection bias of keeping the fastest of many noisy measurements
             search = " / ".join(_f(res.speedup(BASELINE)) for res in [win.result, *archive.remeasures(win.id)]
                                 if res.ok) if win else "-"
-            mark = "" if r.final or r.extra.get("final_failed") else " *"
+            mark = " *" if _awaiting_final(r) else ""
             finals = " / ".join([*(_f(s) for s in r.extra.get("final_speedups", [])),
                                  *(f"**{s}**" for s in r.extra.get("final_failed", []))]) or "-"
             lines.append(f"| {r.shape[0]} | {r.shape[1]} | {r.shape[2]} | {_f(r.speedup(BASELINE))}{mark} | {_ci(r)} | "
                          f"{finals} | {search or '-'} | {fam} | {r.tried} | {r.correct} | {gpu_s:.1f} | {cpu_s:.0f} |")
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def _awaiting_final(r) -> bool:
+    """No final measurement yet (a failed one counts as taken: it is shown)."""
+    return not r.final and not r.extra.get("final_failed")
 
 
 # The issue's targets for fp32 accumulation, offline: (name, bar, the bar as written, how a figure is written).
