@@ -31,15 +31,16 @@ def main() -> int:
     ap.add_argument("--per-step", type=int, default=4, help="proposals per search step")
     ap.add_argument("--lanes", type=int, default=None, help="shapes in flight (compile parallelism)")
     ap.add_argument("--ncu", choices=["auto", "on", "off"], default="auto")
-    ap.add_argument("--final-repeats", type=int, default=3, help="separate evaluations of each final measurement")
+    ap.add_argument("--final-repeats", type=int, default=_default_repeats(),
+                    help="separate evaluations of each final measurement")
     ap.add_argument("--report-only", action="store_true", help="summarise an existing run")
     a = ap.parse_args()
     run = a.run or f"builtin-{a.acc}-b{a.budget}"
     if not a.report_only:
         cmd = [sys.executable, "-m", "agent.cli", "campaign", "--shapes", a.shapes, "--model", "builtin",
                "--budget", str(a.budget), "--acc", a.acc, "--run", run, "--runs-dir", a.runs_dir, "--no-global",
-               "--final-modes", "offline,server", "--final-repeats", str(a.final_repeats), "--per-step", str(a.per_step),
-               "--ncu", a.ncu]
+               "--final-modes", "offline,server", "--final-repeats", str(a.final_repeats),
+               "--per-step", str(a.per_step), "--ncu", a.ncu]
         if a.lanes:
             cmd += ["--lanes", str(a.lanes)]
         rc = subprocess.run(cmd, cwd=REPO).returncode
@@ -60,6 +61,7 @@ def summarise_run(run_dir: Path, a) -> str:
     rows = collect_rows(run_dir)
     archive = Archive(run_dir / "archive.sqlite")
     gpu = rows[0].gpu if rows else "?"
+    reps = getattr(a, "final_repeats", None)  # absent from callers that only summarise
     lines = [f"# Built-in policy benchmark ({a.acc} accumulation)", "",
              f"- device: {gpu}; date: {datetime.date.today().isoformat()}; shapes: `{a.shapes}`",
              f"- budget: {a.budget} candidates per shape, quick timing profile during the search; the 3 leaders",
@@ -70,7 +72,7 @@ def summarise_run(run_dir: Path, a) -> str:
              "  own measurements during the search, which chose it as the fastest and so read high",
              f"- command: `python3 scripts/bench_builtin_policy.py --shapes {a.shapes} --budget {a.budget} "
              f"--per-step {a.per_step} --acc {a.acc} --ncu {a.ncu}" + (f" --lanes {a.lanes}" if a.lanes else "")
-             + (f" --final-repeats {a.final_repeats}" if getattr(a, "final_repeats", 3) != 3 else "") + "`",
+             + (f" --final-repeats {reps}" if reps not in (None, _default_repeats()) else "") + "`",
              ""]
     for mode in ("offline", "server"):
         sel = [r for r in rows if r.mode == mode]
@@ -91,8 +93,8 @@ def summarise_run(run_dir: Path, a) -> str:
                      "figure above depends on them.**", ""] if pending else []),
                   *([("Provisional (see above). " if pending else "") + targets(s, big), ""]
                     if mode == "offline" and a.acc == "fp32" else []),
-                  "| M | N | K | speedup vs AutoTuning-max | 95% CI | final measurements | search measurements | family "
-                  "| tried | correct | GPU s | nvcc s (one core each) |",
+                  "| M | N | K | speedup vs AutoTuning-max | 95% CI | final measurements | search measurements "
+                  "| family | tried | correct | GPU s | nvcc s (one core each) |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(sel, key=lambda r: r.log2_mnk):
             hist = archive.history(r.gpu, r.acc, r.shape)
@@ -112,6 +114,12 @@ def summarise_run(run_dir: Path, a) -> str:
                          f"{finals} | {search or '-'} | {fam} | {r.tried} | {r.correct} | {gpu_s:.1f} | {cpu_s:.0f} |")
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def _default_repeats() -> int:
+    from agent.campaign import CampaignConfig
+
+    return CampaignConfig.final_repeats
 
 
 def _awaiting_final(r) -> bool:
