@@ -70,8 +70,8 @@ class Worker:
         ops = OperandSet(self.nat, m, n, k, snapshots=False)
         ref = Reference(self.nat, m, n, k)
         try:
-            base = build_baselines(self.nat, self.info["name"], self.info["cublaslt"], (m, n, k), acc16, ops, ref,
-                                   prof.autotune_rounds, self.progress)
+            base = build_baselines(self.nat, self.info["name"], self.info["cublaslt"], (m, n, k), acc16, ops, ref, prof,
+                                   self.progress)
         except Exception:
             ops.free()
             ref.free()

@@ -120,12 +120,13 @@ def run_for(c, ops, seconds: float, est_ms: float) -> tuple[float, int]:
 def measure_shape(nat, gpu: str, lt_version: int, shape, callables: dict, acc16: bool, a, sampler: Sampler) -> list:
     from evaluator.baselines import build_baselines
     from evaluator.buffers import OperandSet, Reference
+    from evaluator.timing import PROFILES
 
     ops = OperandSet(nat, *shape, snapshots=False)
     ref = Reference(nat, *shape)
     try:
         ops.fill("normal", 1)
-        base = build_baselines(nat, gpu, lt_version, shape, acc16, ops, ref, 3, lambda msg: None)
+        base = build_baselines(nat, gpu, lt_version, shape, acc16, ops, ref, PROFILES["quick"], lambda msg: None)
         ops.fill("normal", 1)  # autotuning leaves its own draws behind; power depends on the data, so time on these
         targets = {**callables, **{short: base[full] for short, full in LT.items()}}
         est = {n: max(c.time(ops, 3, False, False), 1e-4) for n, c in targets.items()}
