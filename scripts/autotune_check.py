@@ -63,13 +63,15 @@ def main() -> int:
     ap.add_argument("--truth-rounds", type=int, default=6)
     ap.add_argument("--acc", choices=["fp32", "fp16"], default="fp32")
     a = ap.parse_args()
-    try:
-        shapes = [tuple(int(x) for x in s.lower().split("x")) for s in a.shapes]
-        if any(len(s) != 3 or min(s) <= 0 for s in shapes):
-            raise ValueError
-    except ValueError:
-        print(f"autotune_check: shapes are MxNxK with positive integers, got {a.shapes}", file=sys.stderr)
-        return 2
+    from agent.shapes import parse_shape_line
+
+    shapes = []
+    for text in a.shapes:
+        try:
+            shapes.append(tuple(parse_shape_line(text)))
+        except ValueError as e:
+            print(f"autotune_check: {text!r} is not a shape (write it as MxNxK): {e}", file=sys.stderr)
+            return 2
     from evaluator.gpu import has_gpu
 
     if not has_gpu():
