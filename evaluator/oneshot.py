@@ -61,14 +61,14 @@ def register_target(nat, target: str, m: int, n: int, k: int, acc16: bool) -> tu
 
 def _cached_autotune_algo(nat, m: int, n: int, k: int, acc16: bool, layout: str) -> bytes:
     # Same key as evaluator.baselines.autotune_lt; re-tuning here would take seconds of timing inside a profile.
-    from evaluator.baselines import autotune_cache_dir
+    from evaluator.baselines import AUTOTUNE_METHOD, autotune_cache_dir
     from evaluator.gpu import device_name
 
     key = f"{device_name(0)}|lt{nat.info()['cublaslt']}|{m}x{n}x{k}|{'fp16' if acc16 else 'fp32'}|{layout}"
     path = autotune_cache_dir() / (key.replace("|", "_").replace(" ", "-").replace("/", "-") + ".json")
     try:
         rec = json.loads(path.read_text())
-        if rec.get("key") == key:
+        if rec.get("key") == key and rec.get("method") == AUTOTUNE_METHOD:  # an older pick is not what is timed now
             return bytes.fromhex(rec["algo"])
     except (OSError, ValueError, KeyError):
         pass
