@@ -62,6 +62,8 @@ def summarise_run(run_dir: Path, a) -> str:
     archive = Archive(run_dir / "archive.sqlite")
     gpu = rows[0].gpu if rows else "?"
     reps = getattr(a, "final_repeats", None)  # absent from callers that only summarise
+    # what the run asked for is not stored with it: the most evaluations any shape of the run has in a mode
+    want = max((_final_count(r) for r in rows), default=0)
     lines = [f"# Built-in policy benchmark ({a.acc} accumulation)", "",
              f"- device: {gpu}; date: {datetime.date.today().isoformat()}; shapes: `{a.shapes}`",
              f"- budget: {a.budget} candidates per shape, quick timing profile during the search; the 3 leaders",
@@ -81,6 +83,9 @@ def summarise_run(run_dir: Path, a) -> str:
         s = summarise(sel, BASELINE)
         # an unfinished run: its figures without a final measurement are the search's, which chose them, so read high
         pending = [r for r in sel if r.result is not None and _awaiting_final(r)]
+        # a run stopped part-way through its finals: shapes with no row in this mode, or fewer evaluations than asked
+        absent = sorted({r.shape for r in rows} - {r.shape for r in sel})
+        short = [r for r in sel if not _awaiting_final(r) and _final_count(r) < want]
         # the threshold is 2^36 FLOP, i.e. 2*M*N*K >= 2^36
         big = [r.speedup(BASELINE) for r in sel if r.log2_mnk + 1 >= 36 and r.speedup(BASELINE) is not None]
         lines += [f"## {mode}", "",
@@ -91,7 +96,11 @@ def summarise_run(run_dir: Path, a) -> str:
                   *([f"**Unfinished run: {len(pending)} of {len(sel)} shapes have no final measurement yet; their "
                      "figure (marked *) is the search's own, which chose the kernel and so reads high, and every "
                      "figure above depends on them.**", ""] if pending else []),
-                  *([("Provisional (see above). " if pending else "") + targets(s, big), ""]
+                  *([f"**{len(absent)} of the run's shapes have no {mode} final yet and are not in this section: "
+                     + ", ".join("×".join(map(str, sh)) for sh in absent) + ".**", ""] if absent else []),
+                  *([f"**{len(short)} shapes (marked †) have fewer than {want} final evaluations so far.**", ""]
+                    if short else []),
+                  *([("Provisional (see above). " if pending or absent or short else "") + targets(s, big), ""]
                     if mode == "offline" and a.acc == "fp32" else []),
                   "| M | N | K | speedup vs AutoTuning-max | 95% CI | final measurements | search measurements "
                   "| family | tried | correct | GPU s | nvcc s (one core each) |",
@@ -107,7 +116,7 @@ def summarise_run(run_dir: Path, a) -> str:
             # the gap between them is the selection bias of keeping the fastest of many noisy measurements
             search = " / ".join(_f(res.speedup(BASELINE)) for res in [win.result, *archive.remeasures(win.id)]
                                 if res.ok) if win else "-"
-            mark = " *" if _awaiting_final(r) else ""
+            mark = " *" if _awaiting_final(r) else (" †" if r in short else "")
             finals = " / ".join([*(_f(s) for s in r.extra.get("final_speedups", [])),
                                  *(f"**{s}**" for s in r.extra.get("final_failed", []))]) or "-"
             lines.append(f"| {r.shape[0]} | {r.shape[1]} | {r.shape[2]} | {_f(r.speedup(BASELINE))}{mark} | {_ci(r)} | "
@@ -120,6 +129,10 @@ def _default_repeats() -> int:
     from agent.campaign import CampaignConfig
 
     return CampaignConfig.final_repeats
+
+
+def _final_count(r) -> int:
+    return len(r.extra.get("final_speedups", [])) + len(r.extra.get("final_failed", []))
 
 
 def _awaiting_final(r) -> bool:

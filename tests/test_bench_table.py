@@ -71,6 +71,34 @@ def test_an_unfinished_run_marks_the_figures_that_are_still_the_searchs(tmp_path
     assert "Unfinished" not in md and "Provisional" not in md
 
 
+def test_finals_stopped_part_way_are_named(tmp_path):
+    """A run stopped during its finals: a shape with no final in a mode is named above that mode's table (it is not
+    in it), and a shape with fewer evaluations than the run's most is marked; a complete mode says neither."""
+    from agent.campaign import CampaignDB
+
+    run, _, _ = _run(tmp_path)
+    ev, a, db = RecordedEvaluator(), Archive(run / "archive.sqlite"), CampaignDB(run / "campaign.sqlite")
+    other = (2048, 2048, 2048)
+    a.add("r", "H200", "fp32", other, kernel_source("wgmma"), "builtin", ev(kernel_source("wgmma"), other),
+          family="hopper_wgmma")
+    for shape in (SHAPE, other):
+        best = a.ranked("H200", "fp32", shape)[0]
+        for rep in range(3):
+            db.put_final("H200", "fp32", shape, "offline", best.id, best.source_hash,
+                         scaled_result(best.result, 0.97 + 0.01 * rep), rep=rep)
+    best = a.ranked("H200", "fp32", SHAPE)[0]
+    db.put_final("H200", "fp32", SHAPE, "server", best.id, best.source_hash, scaled_result(best.result, 0.9))
+    args = argparse.Namespace(acc="fp32", shapes="shapes.txt", budget=3, per_step=3, ncu="off", lanes=None,
+                              final_repeats=3)
+    offline, server = _bench().summarise_run(run, args).split("## server")
+    assert "no offline final" not in offline and "†" not in offline and "Provisional" not in offline
+    assert "1 of the run's shapes have no server final yet and are not in this section: 2048×2048×2048." in server
+    assert "| 2048 | 2048 | 2048 |" not in server
+    assert "1 shapes (marked †) have fewer than 3 final evaluations so far." in server
+    row = next(line for line in server.splitlines() if line.startswith("| 4096 | 4096 | 4096 |"))
+    assert " † |" in row
+
+
 def test_report_only_writes_into_a_new_folder(tmp_path):
     run, _, _ = _run(tmp_path)
     out = tmp_path / "not" / "there"
@@ -170,4 +198,5 @@ def test_a_final_evaluation_that_failed_a_check_is_shown_not_dropped(tmp_path):
     [s] = [r for r in collect_rows(run) if r.mode == "server"]
     assert s.result is None and not s.final and s.extra["final_failed"] == ["crash"]
     md = _bench().summarise_run(run, args)
-    assert "Unfinished" not in md and "| - | - | **crash** |" in md.split("## server")[1]
+    # (one server evaluation against the two offline ones, so it is also marked as short)
+    assert "Unfinished" not in md and "| - † | - | **crash** |" in md.split("## server")[1]
