@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""How good is cuBLASLt-AutoTuning's pick on big shapes? (GPU machine)
+"""How good is cuBLASLt-AutoTuning's pick? (GPU machine)
 
     python3 scripts/autotune_check.py MxNxK [MxNxK ...] --out DIR [--repeats 3] [--truth-rounds 6] [--acc fp32]
 
 Per shape and layout (NN, TN): every algorithm cuBLASLt offers that is exact on {0,1} inputs is timed power-steady
 (the truth: what a baseline costs a user who runs the shape back to back), then the evaluator's autotuning runs
-`repeats` times from an empty cache, both as it was before the power-steady final ("screening": short interleaved
-bursts only) and as it is now ("steady": the screening's leaders re-timed power-steady). Each pick is reported as
+`repeats` times from an empty cache: as it was before the power-steady final ("screening": short interleaved bursts
+only), as it is now ("steady": the screening's leaders re-timed power-steady on shapes of at least 0.05 ms a call)
+and with that final on every shape ("steady_always", a candidate for small and mid shapes). Each pick is reported as
 its truth time over the best truth time (1.0 = the fastest algorithm; 1.05 = a baseline 5% slower than it could
 be, which inflates every speedup measured against it). The result goes to DIR/autotune_check.json.
 """
@@ -31,7 +32,8 @@ def check_layout(nat, gpu: str, lt_version: int, shape, acc16: bool, tn: bool, a
     from evaluator.timing import PROFILES
 
     prof = PROFILES["quick"]
-    methods = {"screening": dataclasses.replace(prof, steady_min_ms=float("inf")), "steady": prof}
+    methods = {"screening": dataclasses.replace(prof, steady_min_ms=float("inf")), "steady": prof,
+               "steady_always": dataclasses.replace(prof, steady_min_ms=0.0)}
     ops, ref = OperandSet(nat, *shape, snapshots=False), Reference(nat, *shape)
     try:
         _, cands = valid_lt_algos(nat, shape, acc16, tn, ops, ref)
