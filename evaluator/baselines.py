@@ -136,7 +136,7 @@ def autotune_lt(nat: Native, gpu: str, lt_version: int, shape: tuple[int, int, i
     keep the best median. Algorithms that fail or give wrong results on {0,1} inputs are dropped. For a big shape
     (the screening's best takes at least `prof.steady_min_ms` a call) the leaders are timed again the way the
     candidate is, power-steady, and the best of that is kept. The choice is cached per GPU, cuBLASLt version, shape,
-    accumulator and layout."""
+    accumulator and layout, with the method that made it (AUTOTUNE_METHOD)."""
     m, n, k = shape
     rounds = prof.autotune_rounds
     layout = "TN" if tn else "NN"
