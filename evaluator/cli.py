@@ -245,6 +245,14 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         return 2
 
 
+def _baseline_detail(d: dict) -> str:
+    if "algos_valid" in d:  # an AutoTuning pick: how it was chosen says how much to trust it as the baseline
+        how = (f"{d['steady']['finalists']} leaders re-timed power-steady" if "steady" in d else "screening only")
+        return (f"{d['algos_valid']}/{d.get('algos_offered', '?')} algos valid, {how}, picked screening "
+                f"#{d.get('screening_rank', 0) + 1}" + (", cached" if d.get("cached") else ""))
+    return ", ".join(f"{dk}={dv}" for dk, dv in list(d.items())[:3])
+
+
 def _print_baselines(shape: tuple[int, int, int], args: argparse.Namespace, timings: dict[str, R.Timing]) -> None:
     from rich.table import Table  # noqa: PLC0415
 
@@ -256,7 +264,7 @@ def _print_baselines(shape: tuple[int, int, int], args: argparse.Namespace, timi
     flops = 2.0 * m * n * k
     for name, b in sorted(timings.items(), key=lambda kv: kv[1].median_us):
         tflops = flops / (b.median_us * 1e-6) / 1e12 if b.median_us > 0 else None
-        detail = ", ".join(f"{dk}={dv}" for dk, dv in list(b.detail.items())[:3])
+        detail = _baseline_detail(b.detail)
         t.add_row(name, _fmt(b.median_us, ".2f"), _fmt(b.mean_us, ".2f"), _fmt(b.min_us, ".2f"), str(b.samples),
-                  _fmt(tflops, ".1f"), detail[:60])
+                  _fmt(tflops, ".1f"), detail[:110])
     console.print(t)
