@@ -11,7 +11,7 @@ from typing import Callable
 
 from evaluator.buffers import OperandSet, Reference
 from evaluator.native import Native
-from evaluator.timing import Profile
+from evaluator.timing import Profile, steady_calls
 
 NAMES = ("torch", "cublas-NN", "cublas-TN", "cublaslt-heuristic-NN", "cublaslt-heuristic-TN",
          "cublaslt-autotune-NN", "cublaslt-autotune-TN")
@@ -194,8 +194,9 @@ def steady_medians(nat: Native, ops: OperandSet, cids: list[int], est: dict[int,
         order = list(cids)
         rng.shuffle(order)
         for cid in order:
-            nat.time_batch(cid, *ops.args, max(1, round(prof.steady_lead_ms / est[cid])), False)
-            steady[cid].append(nat.time_batch(cid, *ops.args, max(1, min(200, round(prof.steady_batch_ms / est[cid])))))
+            lead, reps = steady_calls(prof, est[cid])
+            nat.time_batch(cid, *ops.args, lead, False)
+            steady[cid].append(nat.time_batch(cid, *ops.args, reps))
     return {cid: statistics.median(v) for cid, v in steady.items()}
 
 

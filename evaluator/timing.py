@@ -61,6 +61,12 @@ PROFILES = {
 STEADY_BASELINES = ("cublas-NN", "cublas-TN", "cublaslt-autotune-NN", "cublaslt-autotune-TN")
 
 
+def steady_calls(prof: Profile, est_ms: float) -> tuple[int, int]:
+    """(untimed lead-in calls, timed calls) of one power-steady batch for a callable of `est_ms` a call. A held batch
+    must fit the launch queue (the hold would time out behind a full queue): at most 200 calls."""
+    return max(1, round(prof.steady_lead_ms / est_ms)), max(1, min(200, round(prof.steady_batch_ms / est_ms)))
+
+
 def settle(callables: dict[str, object], cand_name: str, ops: OperandSet, reps: dict[str, int], prof: Profile,
            progress: Callable[[str], None]) -> float:
     """Warm up until the candidate's batch time is stable (three batches within 2%) and warmup_min_s has passed."""
@@ -96,10 +102,9 @@ def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: Oper
     if steady:
         left_out = [n for n in callables if n != cand_name and n not in STEADY_BASELINES]
         callables = {n: c for n, c in callables.items() if n not in left_out}
-        # A held batch must fit the launch queue (the hold would time out behind a full queue): at most 200 calls.
-        reps = {n: max(1, min(200, round(prof.steady_batch_ms / est[n]))) for n in callables}
-        lead = {n: max(1, round(prof.steady_lead_ms / est[n])) for n in callables}
-    elif mode == "offline":
+        lead = {n: steady_calls(prof, est[n])[0] for n in callables}
+        reps = {n: steady_calls(prof, est[n])[1] for n in callables}
+    elif mode == "offline":  # at most 200 calls a held batch, as steady_calls says why
         reps = {n: max(1, min(200, round(prof.batch_target_ms / est[n]))) for n in callables}
     else:
         reps = {n: 1 for n in callables}
