@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def check_layout(nat, gpu: str, lt_version: int, shape, acc16: bool, tn: bool, a) -> dict:
-    from evaluator.baselines import autotune_lt, steady_medians, valid_lt_algos
+    from evaluator.baselines import autotune_cache_dir, autotune_lt, steady_medians, valid_lt_algos
     from evaluator.buffers import OperandSet, Reference
     from evaluator.timing import PROFILES
 
@@ -45,7 +45,7 @@ def check_layout(nat, gpu: str, lt_version: int, shape, acc16: bool, tn: bool, a
         picks: dict[str, list[float]] = {m: [] for m in methods}
         for rep in range(a.repeats):
             for name, p in methods.items():
-                for f in Path(os.environ["CUDAL2_CACHE"], "autotune").glob("*.json"):
+                for f in autotune_cache_dir().glob("*.json"):
                     f.unlink()
                 algo, _ = autotune_lt(nat, gpu, lt_version, shape, acc16, tn, ops, ref, p, lambda msg: None)
                 picks[name].append(round(by_algo[algo.hex()] / best, 4))
