@@ -108,6 +108,24 @@ def autotune_cache_dir() -> Path:
     return d
 
 
+def autotune_cache_entry(gpu: str, lt_version: int, shape: tuple[int, int, int], acc16: bool, layout: str,
+                         min_rounds: int = 0) -> tuple[str, Path, dict | None]:
+    """(key, cache file, the cached record if it is one for this key, made by AUTOTUNE_METHOD with at least
+    `min_rounds` rounds; else None: a missing, damaged, older or shorter pick)."""
+    m, n, k = shape
+    key = f"{gpu}|lt{lt_version}|{m}x{n}x{k}|{'fp16' if acc16 else 'fp32'}|{layout}"
+    path = autotune_cache_dir() / (key.replace("|", "_").replace(" ", "-").replace("/", "-") + ".json")
+    try:
+        rec = json.loads(path.read_text())
+        if (rec.get("key") == key and rec.get("rounds", 0) >= min_rounds and rec.get("method") == AUTOTUNE_METHOD
+                and isinstance(rec.get("algo"), str)):
+            bytes.fromhex(rec["algo"])
+            return key, path, rec
+    except (OSError, ValueError, AttributeError):
+        pass
+    return key, path, None
+
+
 def valid_lt_algos(nat: Native, shape: tuple[int, int, int], acc16: bool, tn: bool, ops: OperandSet,
                    ref: Reference) -> tuple[list[bytes], list[tuple[int, bytes]]]:
     """(the algorithms cuBLASLt's heuristic offers, [(callable id, algo)] of those that run and are exact on {0,1}
@@ -140,15 +158,9 @@ def autotune_lt(nat: Native, gpu: str, lt_version: int, shape: tuple[int, int, i
     m, n, k = shape
     rounds = prof.autotune_rounds
     layout = "TN" if tn else "NN"
-    key = f"{gpu}|lt{lt_version}|{m}x{n}x{k}|{'fp16' if acc16 else 'fp32'}|{layout}"
-    path = autotune_cache_dir() / (key.replace("|", "_").replace(" ", "-").replace("/", "-") + ".json")
-    if path.exists():
-        try:
-            rec = json.loads(path.read_text())
-            if rec.get("key") == key and rec.get("rounds", 0) >= rounds and rec.get("method") == AUTOTUNE_METHOD:
-                return bytes.fromhex(rec["algo"]), {**rec["detail"], "cached": True}
-        except (ValueError, KeyError):
-            pass  # a damaged cache entry is re-tuned
+    key, path, rec = autotune_cache_entry(gpu, lt_version, shape, acc16, layout, rounds)
+    if rec is not None and isinstance(rec.get("detail"), dict):  # anything else is tuned again
+        return bytes.fromhex(rec["algo"]), {**rec["detail"], "cached": True}
     algos, cands = valid_lt_algos(nat, shape, acc16, tn, ops, ref)
     if not cands:
         raise RuntimeError(f"no cuBLASLt algorithm passed the exact check for {key}")

@@ -60,20 +60,15 @@ def register_target(nat, target: str, m: int, n: int, k: int, acc16: bool) -> tu
 
 
 def _cached_autotune_algo(nat, m: int, n: int, k: int, acc16: bool, layout: str) -> bytes:
-    # Same key as evaluator.baselines.autotune_lt; re-tuning here would take seconds of timing inside a profile.
-    from evaluator.baselines import AUTOTUNE_METHOD, autotune_cache_dir
+    # Re-tuning here would take seconds of timing inside a profile; an older method's pick is not what is timed now.
+    from evaluator.baselines import autotune_cache_entry
     from evaluator.gpu import device_name
 
-    key = f"{device_name(0)}|lt{nat.info()['cublaslt']}|{m}x{n}x{k}|{'fp16' if acc16 else 'fp32'}|{layout}"
-    path = autotune_cache_dir() / (key.replace("|", "_").replace(" ", "-").replace("/", "-") + ".json")
-    try:
-        rec = json.loads(path.read_text())
-        if rec.get("key") == key and rec.get("method") == AUTOTUNE_METHOD:  # an older pick is not what is timed now
-            return bytes.fromhex(rec["algo"])
-    except (OSError, ValueError, KeyError):
-        pass
-    raise TargetError(f"no autotuned cuBLASLt choice cached for {key} ({path}); time the baselines for this "
-                      "shape first (cudal2 baselines / evaluate)")
+    key, path, rec = autotune_cache_entry(device_name(0), nat.info()["cublaslt"], (m, n, k), acc16, layout)
+    if rec is None:
+        raise TargetError(f"no autotuned cuBLASLt choice cached for {key} ({path}); time the baselines for this "
+                          "shape first (cudal2 baselines / evaluate)")
+    return bytes.fromhex(rec["algo"])
 
 
 def run_once(native_so: str, target: str, m: int, n: int, k: int, *, acc16: bool = False, warmup: int = 0,
