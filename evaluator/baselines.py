@@ -18,8 +18,10 @@ NAMES = ("torch", "cublas-NN", "cublas-TN", "cublaslt-heuristic-NN", "cublaslt-h
 MAX_LT_ALGOS = 100
 # How a cached pick was made; a pick made another way is tuned again. "steady-1": the screening's leaders re-timed
 # power-steady when the shape is big (run 13 kept a TN pick at 160.8-167.9 us on one machine where another machine's
-# pick ran 153.4-156.0: short bursts after a neighbour's clock state rank big-shape algorithms wrongly).
-AUTOTUNE_METHOD = "steady-1"
+# pick ran 153.4-156.0: short bursts after a neighbour's clock state rank big-shape algorithms wrongly). "steady-2":
+# the same final on every shape, since screening picks of mid shapes also ran up to 2.7% slower than the best
+# algorithm (sweeps/result_r20_autotune_mid.json) and the final costs ~3 s a layout there.
+AUTOTUNE_METHOD = "steady-2"
 STEADY_FINALISTS = 4
 
 
@@ -149,12 +151,14 @@ def valid_lt_algos(nat: Native, shape: tuple[int, int, int], acc16: bool, tn: bo
 
 
 def autotune_lt(nat: Native, gpu: str, lt_version: int, shape: tuple[int, int, int], acc16: bool, tn: bool,
-                ops: OperandSet, ref: Reference, prof: Profile, progress: Callable[[str], None]) -> tuple[bytes, dict]:
-    """cuBLASLt-AutoTuning: time up to 100 heuristic algorithms over shuffled rounds on fresh random inputs and
-    keep the best median. Algorithms that fail or give wrong results on {0,1} inputs are dropped. For a big shape
-    (the screening's best takes at least `prof.steady_min_ms` a call) the leaders are timed again the way the
-    candidate is, power-steady, and the best of that is kept. The choice is cached per GPU, cuBLASLt version, shape,
-    accumulator and layout, with the method that made it (AUTOTUNE_METHOD)."""
+                ops: OperandSet, ref: Reference, prof: Profile, progress: Callable[[str], None],
+                finalists: int = STEADY_FINALISTS) -> tuple[bytes, dict]:
+    """cuBLASLt-AutoTuning: time up to 100 heuristic algorithms over shuffled rounds on fresh random inputs
+    (the screening). Algorithms that fail or give wrong results on {0,1} inputs are dropped. The screening's
+    `finalists` leaders are timed again power-steady (as a big-shape candidate is: each at its own clock) and the
+    best of that is kept; `finalists` below 2 keeps the screening's best (scripts/autotune_check.py compares). The
+    choice is cached per GPU, cuBLASLt version, shape, accumulator and layout, with the method that made it; only
+    AUTOTUNE_METHOD's picks are reused."""
     m, n, k = shape
     rounds = prof.autotune_rounds
     layout = "TN" if tn else "NN"
@@ -178,19 +182,20 @@ def autotune_lt(nat: Native, gpu: str, lt_version: int, shape: tuple[int, int, i
     ranked = sorted(times, key=lambda c: statistics.median(times[c]))
     best_cid = ranked[0]
     detail: dict = {"algos_offered": len(algos), "algos_valid": len(cands)}
-    if statistics.median(times[best_cid]) >= prof.steady_min_ms and len(ranked) > 1:
-        finalists = ranked[:STEADY_FINALISTS]
-        medians = steady_medians(nat, ops, finalists, est, prof, prof.autotune_rounds, rng,
+    if finalists > 1 and len(ranked) > 1:
+        leaders = ranked[:finalists]
+        medians = steady_medians(nat, ops, leaders, est, prof, prof.autotune_rounds, rng,
                                  lambda r: progress(f"autotune {layout} power-steady round {r}"))
-        best_cid = min(finalists, key=medians.__getitem__)
-        detail["steady"] = {"finalists": len(finalists), "chosen_finalist": finalists.index(best_cid),
-                            "finalist_median_ms": [round(medians[c], 5) for c in finalists]}
+        best_cid = min(leaders, key=medians.__getitem__)
+        detail["steady"] = {"finalists": len(leaders), "chosen_finalist": leaders.index(best_cid),
+                            "finalist_median_ms": [round(medians[c], 5) for c in leaders]}
     best_algo = dict(cands)[best_cid]
     detail.update({"chosen_heuristic_rank": algos.index(best_algo),
                    "valid_rank": [a for _, a in cands].index(best_algo), "screening_rank": ranked.index(best_cid),
                    "median_ms": statistics.median(times[best_cid]), "rounds": rounds, "cached": False})
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"key": key, "algo": best_algo.hex(), "rounds": rounds, "method": AUTOTUNE_METHOD,
+    method = AUTOTUNE_METHOD if "steady" in detail or len(ranked) == 1 else "screening"
+    tmp.write_text(json.dumps({"key": key, "algo": best_algo.hex(), "rounds": rounds, "method": method,
                                "detail": detail}))
     tmp.replace(path)
     return best_algo, detail

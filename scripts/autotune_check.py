@@ -5,16 +5,14 @@
 
 Per shape and layout (NN, TN): every algorithm cuBLASLt offers that is exact on {0,1} inputs is timed power-steady
 (the truth: what a baseline costs a user who runs the shape back to back), then the evaluator's autotuning runs
-`repeats` times from an empty cache: as it was before the power-steady final ("screening": short interleaved bursts
-only), as it is now ("steady": the screening's leaders re-timed power-steady on shapes of at least 0.05 ms a call)
-and with that final on every shape ("steady_always", a candidate for small and mid shapes). Each pick is reported as
+`repeats` times from an empty cache: with the short interleaved bursts of the screening only ("screening") and as it
+is now ("steady": the screening's leaders re-timed power-steady, on every shape since sweep r20). Each pick is reported as
 its truth time over the best truth time (1.0 = the fastest algorithm; 1.05 = a baseline 5% slower than it could
 be, which inflates every speedup measured against it). The result goes to DIR/autotune_check.json.
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import json
 import os
@@ -27,13 +25,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def check_layout(nat, gpu: str, lt_version: int, shape, acc16: bool, tn: bool, a) -> dict:
-    from evaluator.baselines import autotune_cache_dir, autotune_lt, steady_medians, valid_lt_algos
+    from evaluator.baselines import (STEADY_FINALISTS, autotune_cache_dir, autotune_lt, steady_medians,
+                                     valid_lt_algos)
     from evaluator.buffers import OperandSet, Reference
     from evaluator.timing import PROFILES
 
     prof = PROFILES["quick"]
-    methods = {"screening": dataclasses.replace(prof, steady_min_ms=float("inf")), "steady": prof,
-               "steady_always": dataclasses.replace(prof, steady_min_ms=0.0)}
+    methods = {"screening": 1, "steady": STEADY_FINALISTS}
     ops, ref = OperandSet(nat, *shape, snapshots=False), Reference(nat, *shape)
     try:
         _, cands = valid_lt_algos(nat, shape, acc16, tn, ops, ref)
@@ -44,10 +42,11 @@ def check_layout(nat, gpu: str, lt_version: int, shape, acc16: bool, tn: bool, a
         best = min(by_algo.values())
         picks: dict[str, list[float]] = {m: [] for m in methods}
         for rep in range(a.repeats):
-            for name, p in methods.items():
+            for name, finalists in methods.items():
                 for f in autotune_cache_dir().glob("*.json"):
                     f.unlink()
-                algo, _ = autotune_lt(nat, gpu, lt_version, shape, acc16, tn, ops, ref, p, lambda msg: None)
+                algo, _ = autotune_lt(nat, gpu, lt_version, shape, acc16, tn, ops, ref, prof, lambda msg: None,
+                                      finalists)
                 picks[name].append(round(by_algo[algo.hex()] / best, 4))
         return {"algos_valid": len(cands), "truth_ms_sorted": sorted(round(v, 5) for v in by_algo.values()),
                 "pick_over_best": picks}

@@ -83,7 +83,9 @@ def test_small_shape_is_not_timed_power_steady(pool):
     assert r.status == R.OK, r.reason
     assert "steady" not in r.candidate.detail["timing"]
     assert "cublaslt-heuristic-NN" in r.baselines
-    assert "steady" not in r.baselines["cublaslt-autotune-NN"].detail
+    # the autotuning's final re-times its leaders power-steady on every shape (sweep r20), not only on big ones
+    tuned = r.baselines["cublaslt-autotune-NN"].detail
+    assert tuned["algos_valid"] == 1 or tuned["steady"]["finalists"] >= 2, tuned
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
