@@ -282,11 +282,27 @@ def test_sample_of_each_family_compiles_with_nvcc():
     ("hopper_raw", dict(RAW_OK, cluster_m=2, group=2, pdl=True), (1024, 1008, 520)),
     ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=176, stages=3, cluster_m=2, epi="direct"), (2000, 998, 1024)),
 ])
-def test_sample_passes_the_evaluators_checks_on_gpu(family, params, shape):
+def test_sample_passes_the_evaluators_checks_on_gpu(gpu_samples, family, params, shape):
     """Every correctness check of the evaluator (exact {0,1} draws, deviation bound, accumulator honesty, guard
     bands, determinism, ...) at fp32 accumulation."""
     from evaluator.api import evaluate
 
     src = families.render(family, params, shape, "sm_90a")
-    res = evaluate(src, shape, acc="fp32", mode="offline", profile="quick")
+    res = evaluate(src, shape, acc="fp32", mode="offline", profile="quick", pool=gpu_samples)
     assert res.status == "ok", f"{res.status}: {res.reason}"
+
+
+@pytest.fixture(scope="module")
+def gpu_samples(request):
+    """Builds the selected GPU samples on every core at once before the first is evaluated (each evaluation would
+    otherwise build its own, one core at a time: the whole GPU suite took ~22 min on the H200 in session 12) and
+    lends the tests one worker pool."""
+    from evaluator.compile import compile_many
+    from evaluator.pool import WorkerPool
+
+    selected = [item.callspec.params for item in request.session.items
+                if getattr(item, "originalname", "") == "test_sample_passes_the_evaluators_checks_on_gpu"]
+    compile_many([families.render(p["family"], p["params"], p["shape"], "sm_90a") for p in selected])
+    pool = WorkerPool(gpus=[0])
+    yield pool
+    pool.close()
