@@ -5,7 +5,9 @@ the best kernel's speedup against cuBLASLt-AutoTuning-max, re-measured offline a
     python3 scripts/bench_builtin_policy.py --shapes docs/benchmarks/dev_sample.txt --budget 8 --acc fp32 \
         --runs-dir /tmp/runs --out docs/benchmarks
 
-Re-running the same command resumes the campaign (nothing finished is measured twice).
+Re-running the same command resumes the campaign (nothing finished is measured twice). With --report-only, each
+--with-run adds another run of --runs-dir to one table (a benchmark spread over runs of its shape subsets); a
+shape measured in several is taken from the last run named.
 """
 from __future__ import annotations
 
@@ -34,7 +36,11 @@ def main() -> int:
     ap.add_argument("--final-repeats", type=int, default=_default_repeats(),
                     help="separate evaluations of each final measurement")
     ap.add_argument("--report-only", action="store_true", help="summarise an existing run")
+    ap.add_argument("--with-run", action="append", default=[], metavar="RUN",
+                    help="with --report-only: also summarise this run (a shape in several: the last one named)")
     a = ap.parse_args()
+    if a.with_run and not a.report_only:
+        ap.error("--with-run only combines finished runs: add --report-only")
     run = a.run or f"builtin-{a.acc}-b{a.budget}"
     if not a.report_only:
         cmd = [sys.executable, "-m", "agent.cli", "campaign", "--shapes", a.shapes, "--model", "builtin",
@@ -46,7 +52,16 @@ def main() -> int:
         rc = subprocess.run(cmd, cwd=REPO).returncode
         if rc == 2:
             return 2
-    md = summarise_run(Path(a.runs_dir) / run, a)
+    runs = [Path(a.runs_dir) / r for r in (run, *a.with_run)]
+    for d in runs:
+        if not (d / "archive.sqlite").is_file():
+            print(f"bench_builtin_policy: no run at {d} (no archive.sqlite)", file=sys.stderr)
+            return 2
+    try:
+        md = summarise_run(runs, a)
+    except ValueError as e:
+        print(f"bench_builtin_policy: {e}", file=sys.stderr)
+        return 2
     out = Path(a.out) / f"builtin_policy_{a.acc}.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(md)
@@ -54,12 +69,24 @@ def main() -> int:
     return 0
 
 
-def summarise_run(run_dir: Path, a) -> str:
+def summarise_run(run_dirs: Path | list[Path], a) -> str:
     from agent.archive import Archive
     from agent.report import collect_rows, summarise
 
-    rows = collect_rows(run_dir)
-    archive = Archive(run_dir / "archive.sqlite")
+    run_dirs = [run_dirs] if isinstance(run_dirs, Path) else list(run_dirs)
+    # (gpu, acc, shape, mode) -> (row, its run's archive); a later run replaces an earlier one's shape in every mode
+    picked: dict[tuple, tuple] = {}
+    for d in run_dirs:
+        archive = Archive(d / "archive.sqlite")
+        found = collect_rows(d)
+        replaced = {(r.gpu, r.acc, r.shape) for r in found}
+        picked = {k: v for k, v in picked.items() if k[:3] not in replaced}
+        picked.update({(r.gpu, r.acc, r.shape, r.mode): (r, archive) for r in found})
+    rows = [r for r, _ in picked.values()]
+    archive_of = {id(r): arch for r, arch in picked.values()}
+    if len({r.gpu for r in rows}) > 1:
+        raise ValueError("the runs were measured on different GPUs (" + ", ".join(sorted({r.gpu for r in rows}))
+                         + "): one table over them would mix devices")
     gpu = rows[0].gpu if rows else "?"
     reps = getattr(a, "final_repeats", None)  # absent from callers that only summarise
     # what the run asked for is not stored with it: the most evaluations any shape of the run has in a mode
@@ -75,6 +102,10 @@ def summarise_run(run_dir: Path, a) -> str:
              f"- command: `python3 scripts/bench_builtin_policy.py --shapes {a.shapes} --budget {a.budget} "
              f"--per-step {a.per_step} --acc {a.acc} --ncu {a.ncu}" + (f" --lanes {a.lanes}" if a.lanes else "")
              + (f" --final-repeats {reps}" if reps not in (None, _default_repeats()) else "") + "`",
+             *([f"- runs combined: {', '.join(f'`{d.name}`' for d in run_dirs)} (a shape in several is taken from "
+                "the last), each run with the command above over its own shape list; this table: "
+                f"`python3 scripts/bench_builtin_policy.py --report-only --run {run_dirs[0].name} "
+                + " ".join(f"--with-run {d.name}" for d in run_dirs[1:]) + "`"] if len(run_dirs) > 1 else []),
              ""]
     for mode in ("offline", "server"):
         sel = [r for r in rows if r.mode == mode]
@@ -106,6 +137,7 @@ def summarise_run(run_dir: Path, a) -> str:
                   "| family | tried | correct | GPU s | nvcc s (one core each) |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(sel, key=lambda r: r.log2_mnk):
+            archive = archive_of[id(r)]
             hist = archive.history(r.gpu, r.acc, r.shape)
             gpu_s = sum(res.wall_seconds - (res.compile.seconds if res.compile else 0)
                         for v in hist for res in [v.result, *archive.remeasures(v.id)])

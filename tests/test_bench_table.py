@@ -25,13 +25,14 @@ def _bench():
     return mod
 
 
-def _run(tmp_path: Path) -> tuple[Path, float, float]:
-    ev, run = RecordedEvaluator(), tmp_path / "runs" / "r"
+def _run(tmp_path: Path, name: str = "r", shape=SHAPE, gpu: str = "H200",
+         tags=("naive", "tile128", "wgmma")) -> tuple[Path, float, float]:
+    ev, run = RecordedEvaluator(), tmp_path / "runs" / name
     a = Archive(run / "archive.sqlite")
-    for tag in ("naive", "tile128", "wgmma"):
-        a.add("r", "H200", "fp32", SHAPE, kernel_source(tag), "builtin", ev(kernel_source(tag), SHAPE),
+    for tag in tags:
+        a.add(name, gpu, "fp32", shape, kernel_source(tag), "builtin", ev(kernel_source(tag), shape),
               family="hopper_wgmma")
-    best = a.ranked("H200", "fp32", SHAPE)[0]
+    best = a.ranked(gpu, "fp32", shape)[0]
     second = scaled_result(best.result, 0.98)
     a.add_remeasure(best.id, second)
     return run, best.result.speedup("cublaslt-autotune-max"), second.speedup("cublaslt-autotune-max")
@@ -200,3 +201,50 @@ def test_a_final_evaluation_that_failed_a_check_is_shown_not_dropped(tmp_path):
     md = _bench().summarise_run(run, args)
     # (one server evaluation against the two offline ones, so it is also marked as short)
     assert "Unfinished" not in md and "| - † | - | **crash** |" in md.split("## server")[1]
+
+
+def _report(tmp_path: Path, *runs: str) -> subprocess.CompletedProcess:
+    extra = [x for r in runs[1:] for x in ("--with-run", r)]
+    return subprocess.run([sys.executable, "scripts/bench_builtin_policy.py", "--report-only", "--run", runs[0], *extra,
+                           "--runs-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "out")],
+                          cwd=REPO, capture_output=True, text=True)
+
+
+def _row(md: str, shape) -> list[str]:
+    line = next(x for x in md.splitlines() if x.startswith("| " + " | ".join(map(str, shape)) + " |"))
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+def test_runs_of_shape_subsets_make_one_table(tmp_path):
+    """A benchmark spread over runs of its shape subsets (runs 15 and 14): one table over their union, a shape
+    measured in both taken from the run named last, and its cost from that run's archive."""
+    small = (64, 64, 128)
+    _run(tmp_path, "big")
+    _run(tmp_path, "small", shape=small, tags=("naive", "tile128"))
+    _run(tmp_path, "again", tags=("naive",))  # SHAPE once more, one candidate
+    p = _report(tmp_path, "big", "small", "again")
+    assert p.returncode == 0, p.stderr
+    md = (tmp_path / "out" / "builtin_policy_fp32.md").read_text()
+    assert "over 2 shapes" in md
+    assert "runs combined: `big`, `small`, `again`" in md and "--with-run small --with-run again" in md
+    header = _row(md, ("M", "N", "K"))
+    assert _row(md, SHAPE)[header.index("tried")] == "1"  # from `again`, not `big`
+    assert _row(md, small)[header.index("tried")] == "2"
+
+
+def test_runs_from_different_gpus_are_not_combined(tmp_path):
+    _run(tmp_path, "h200")
+    _run(tmp_path, "h100", shape=(64, 64, 128), gpu="H100")
+    p = _report(tmp_path, "h200", "h100")
+    assert p.returncode == 2
+    assert "different GPUs (H100, H200)" in p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_run_is_named(tmp_path):
+    _run(tmp_path, "r")
+    p = _report(tmp_path, "r", "typo")
+    assert p.returncode == 2 and "no run at" in p.stderr and "typo" in p.stderr
+    p = subprocess.run([sys.executable, "scripts/bench_builtin_policy.py", "--run", "r", "--with-run", "r",
+                        "--runs-dir", str(tmp_path / "runs")], cwd=REPO, capture_output=True, text=True)
+    assert p.returncode == 2 and "add --report-only" in p.stderr
