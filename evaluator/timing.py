@@ -10,8 +10,8 @@ idle for a random exponential gap before each single call and does not count the
 ratios t_baseline / t_candidate, averaged as in the paper (eq. 2), with the median and a 95% bootstrap interval
 over rounds.
 
-Offline timing of a big shape (the fastest NVIDIA baseline takes at least `steady_min_ms` per call) is
-power-steady. A GPU running such GEMMs back to back sits at its power limit, and its clock follows the kernel's
+Offline timing of a power-limited shape (the fastest NVIDIA baseline takes at least `steady_min_ms` per call, or
+cuBLASLt-AutoTuning's pick slows down when held: `steady_reason`) is power-steady. A GPU running such GEMMs back to back sits at its power limit, and its clock follows the kernel's
 power within ~60 ms (H200: a kernel that moves twice the DRAM bytes runs at 1120-1210 MHz where cuBLAS holds
 1360-1400 MHz). Short interleaved batches average the clock over all callables, so a power-hungry kernel runs on
 its neighbours' clock: 0.98 of cuBLAS interleaved, 0.86 on its own (docs/evaluator.md). Each timed batch is
@@ -50,6 +50,9 @@ class Profile:
     steady_lead_ms: float  # untimed calls of the same callable before each timed batch
     steady_batch_ms: float  # a timed power-steady batch lasts about this long
     steady_rounds: int  # rounds of power-steady timing (each costs ~(lead + batch) x callables)
+    # offline: power-steady timing also when an AutoTuning pick ran at least this much slower held than in its
+    # screening's short bursts: the shape reaches the power limit back to back, however short one call is
+    steady_gap: float = 1.05
 
 
 PROFILES = {
@@ -65,6 +68,24 @@ def steady_calls(prof: Profile, est_ms: float) -> tuple[int, int]:
     """(untimed lead-in calls, timed calls) of one power-steady batch for a callable of `est_ms` a call. A held batch
     must fit the launch queue (the hold would time out behind a full queue): at most 200 calls."""
     return max(1, round(prof.steady_lead_ms / est_ms)), max(1, min(200, round(prof.steady_batch_ms / est_ms)))
+
+
+def steady_reason(mode: str, base_ms: list[float], callables: dict[str, object], prof: Profile) -> str | None:
+    """Why an offline measurement is timed power-steady, or None. A shape is power-limited when its fastest baseline
+    takes at least `steady_min_ms` a call, or when cuBLASLt-AutoTuning's pick ran `steady_gap` times slower held
+    than in the screening's bursts (256x2048x16384 on the H200: 36 us a call held, 32 in bursts)."""
+    if mode != "offline" or not base_ms:
+        return None
+    if min(base_ms) >= prof.steady_min_ms:
+        return f"the fastest baseline takes {min(base_ms):.3f} ms a call"
+    for name in ("cublaslt-autotune-NN", "cublaslt-autotune-TN"):
+        d = getattr(callables.get(name), "detail", None) or {}
+        final, burst = d.get("steady"), d.get("median_ms")
+        if final and burst:
+            held = final["finalist_median_ms"][final["chosen_finalist"]]
+            if held >= prof.steady_gap * burst:
+                return f"{name} ran {held / burst:.3f}x slower held than in bursts"
+    return None
 
 
 def settle(callables: dict[str, object], cand_name: str, ops: OperandSet, reps: dict[str, int], prof: Profile,
@@ -97,7 +118,8 @@ def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: Oper
             ms = c.time(ops, 1, False)
         est[name] = max(ms, 1e-4)
     base_ms = [est[n] for n in callables if n in STEADY_BASELINES]
-    steady = mode == "offline" and bool(base_ms) and min(base_ms) >= prof.steady_min_ms
+    why = steady_reason(mode, base_ms, callables, prof)
+    steady = why is not None
     left_out: list[str] = []
     if steady:
         left_out = [n for n in callables if n != cand_name and n not in STEADY_BASELINES]
@@ -146,7 +168,7 @@ def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: Oper
         meta["separator_us"] = round(float(np.median(sep_us)), 3)
     if steady:
         meta["steady"] = {"lead": lead, "lead_ms": prof.steady_lead_ms, "batch_ms": prof.steady_batch_ms,
-                          "not_timed": left_out}
+                          "not_timed": left_out, "why": why}
     return times, meta
 
 
