@@ -124,10 +124,10 @@ def test_quick_and_paper_are_exclusive(capsys):
 def test_baselines_table_says_how_each_autotuning_pick_was_made():
     from evaluator.cli import _baseline_detail
 
-    steady = {"algos_offered": 8, "algos_valid": 7, "screening_rank": 2, "cached": True,
+    steady = {"algos_offered": 8, "algos_valid": 7, "screening_rank": 2, "cached": True, "median_ms": 0.36,
               "steady": {"finalists": 4, "chosen_finalist": 2, "finalist_median_ms": [0.43, 0.42, 0.41, 0.44]}}
     assert _baseline_detail(steady) == ("7/8 algos valid, 4 leaders re-timed power-steady, picked screening #3, "
-                                        "cached")
+                                        "held/burst 1.14, cached")
     assert _baseline_detail({"algos_offered": 3, "algos_valid": 3, "screening_rank": 0}) == (
         "3/3 algos valid, screening only, picked screening #1")
     plain = {"algo": "heuristic top-1", "workspace_mib": 64}
