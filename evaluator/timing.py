@@ -11,12 +11,12 @@ ratios t_baseline / t_candidate, averaged as in the paper (eq. 2), with the medi
 over rounds.
 
 Offline timing of a power-limited shape (the fastest NVIDIA baseline takes at least `steady_min_ms` per call, or
-cuBLASLt-AutoTuning's pick slows down when held: `steady_reason`) is power-steady. A GPU running such GEMMs back to back sits at its power limit, and its clock follows the kernel's
-power within ~60 ms (H200: a kernel that moves twice the DRAM bytes runs at 1120-1210 MHz where cuBLAS holds
-1360-1400 MHz). Short interleaved batches average the clock over all callables, so a power-hungry kernel runs on
-its neighbours' clock: 0.98 of cuBLAS interleaved, 0.86 on its own (docs/evaluator.md). Each timed batch is
-therefore preceded by an untimed lead-in of the same callable, and only the candidate and the cuBLAS/cuBLASLt-
-AutoTuning baselines are timed (torch and the heuristic picks are left out, to bound the cost).
+cuBLASLt-AutoTuning's pick slows down when held: `steady_reason`) is power-steady. A GPU running such GEMMs back to
+back sits at its power limit, and its clock follows the kernel's power within ~60 ms (H200: a kernel that moves
+twice the DRAM bytes runs at 1120-1210 MHz where cuBLAS holds 1360-1400 MHz). Short interleaved batches average the
+clock over all callables, so a power-hungry kernel runs on its neighbours' clock: 0.98 of cuBLAS interleaved, 0.86
+on its own (docs/evaluator.md). Each timed batch is therefore preceded by an untimed lead-in of the same callable,
+and only the candidate and the cuBLAS/cuBLASLt-AutoTuning baselines are timed (torch and the heuristic picks are left out, to bound the cost).
 """
 from __future__ import annotations
 

@@ -205,8 +205,8 @@ def test_a_final_evaluation_that_failed_a_check_is_shown_not_dropped(tmp_path):
 
 def _report(tmp_path: Path, *runs: str) -> subprocess.CompletedProcess:
     extra = [x for r in runs[1:] for x in ("--with-run", r)]
-    return subprocess.run([sys.executable, "scripts/bench_builtin_policy.py", "--report-only", "--run", runs[0], *extra,
-                           "--runs-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "out")],
+    return subprocess.run([sys.executable, "scripts/bench_builtin_policy.py", "--report-only", "--run", runs[0],
+                           *extra, "--runs-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "out")],
                           cwd=REPO, capture_output=True, text=True)
 
 
