@@ -246,12 +246,12 @@ def cmd_baselines(args: argparse.Namespace) -> int:
 
 
 def _baseline_detail(d: dict) -> str:
+    from evaluator.timing import held_over_burst
+
     if "algos_valid" in d:  # an AutoTuning pick: how it was chosen says how much to trust it as the baseline
         how = (f"{d['steady']['finalists']} leaders re-timed power-steady" if "steady" in d else "screening only")
-        held = ""
-        if "steady" in d and d.get("median_ms"):  # well above 1: the shape is power-limited back to back
-            st = d["steady"]
-            held = f", held/burst {st['finalist_median_ms'][st['chosen_finalist']] / d['median_ms']:.2f}"
+        ratio = held_over_burst(d)
+        held = "" if ratio is None else f", held/burst {ratio:.2f}"
         return (f"{d['algos_valid']}/{d.get('algos_offered', '?')} algos valid, {how}, picked screening "
                 f"#{d.get('screening_rank', 0) + 1}" + held + (", cached" if d.get("cached") else ""))
     return ", ".join(f"{dk}={dv}" for dk, dv in list(d.items())[:3])

@@ -16,7 +16,8 @@ back sits at its power limit, and its clock follows the kernel's power within ~6
 twice the DRAM bytes runs at 1120-1210 MHz where cuBLAS holds 1360-1400 MHz). Short interleaved batches average the
 clock over all callables, so a power-hungry kernel runs on its neighbours' clock: 0.98 of cuBLAS interleaved, 0.86
 on its own (docs/evaluator.md). Each timed batch is therefore preceded by an untimed lead-in of the same callable,
-and only the candidate and the cuBLAS/cuBLASLt-AutoTuning baselines are timed (torch and the heuristic picks are left out, to bound the cost).
+and only the candidate and the cuBLAS/cuBLASLt-AutoTuning baselines are timed (torch and the heuristic picks are
+left out, to bound the cost).
 """
 from __future__ import annotations
 
@@ -64,10 +65,24 @@ PROFILES = {
 STEADY_BASELINES = ("cublas-NN", "cublas-TN", "cublaslt-autotune-NN", "cublaslt-autotune-TN")
 
 
+def held_calls(batch_ms: float, est_ms: float) -> int:
+    """Calls of a held batch lasting about `batch_ms` for a callable of `est_ms` a call. A held batch must fit the
+    launch queue (the hold would time out behind a full queue): at most 200 calls."""
+    return max(1, min(200, round(batch_ms / est_ms)))
+
+
 def steady_calls(prof: Profile, est_ms: float) -> tuple[int, int]:
-    """(untimed lead-in calls, timed calls) of one power-steady batch for a callable of `est_ms` a call. A held batch
-    must fit the launch queue (the hold would time out behind a full queue): at most 200 calls."""
-    return max(1, round(prof.steady_lead_ms / est_ms)), max(1, min(200, round(prof.steady_batch_ms / est_ms)))
+    """(untimed lead-in calls, timed calls) of one power-steady batch for a callable of `est_ms` a call."""
+    return max(1, round(prof.steady_lead_ms / est_ms)), held_calls(prof.steady_batch_ms, est_ms)
+
+
+def held_over_burst(tuned: dict) -> float | None:
+    """An AutoTuning pick's time held power-steady (its final) over its time in the screening's short bursts, from
+    autotune_lt's detail; None for a pick without a final. Well above 1: the shape is power-limited back to back."""
+    final, burst = tuned.get("steady"), tuned.get("median_ms")
+    if not final or not burst:
+        return None
+    return final["finalist_median_ms"][final["chosen_finalist"]] / burst
 
 
 def steady_reason(mode: str, base_ms: list[float], callables: dict[str, object], prof: Profile) -> str | None:
@@ -79,12 +94,9 @@ def steady_reason(mode: str, base_ms: list[float], callables: dict[str, object],
     if min(base_ms) >= prof.steady_min_ms:
         return f"the fastest baseline takes {min(base_ms):.3f} ms a call"
     for name in ("cublaslt-autotune-NN", "cublaslt-autotune-TN"):
-        d = getattr(callables.get(name), "detail", None) or {}
-        final, burst = d.get("steady"), d.get("median_ms")
-        if final and burst:
-            held = final["finalist_median_ms"][final["chosen_finalist"]]
-            if held >= prof.steady_gap * burst:
-                return f"{name} ran {held / burst:.3f}x slower held than in bursts"
+        ratio = held_over_burst(getattr(callables.get(name), "detail", None) or {})
+        if ratio is not None and ratio >= prof.steady_gap:
+            return f"{name} ran {ratio:.3f}x slower held than in bursts"
     return None
 
 
@@ -124,17 +136,18 @@ def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: Oper
     if steady:
         left_out = [n for n in callables if n != cand_name and n not in STEADY_BASELINES]
         callables = {n: c for n, c in callables.items() if n not in left_out}
-        lead = {n: steady_calls(prof, est[n])[0] for n in callables}
-        reps = {n: steady_calls(prof, est[n])[1] for n in callables}
-    elif mode == "offline":  # at most 200 calls a held batch, as steady_calls says why
-        reps = {n: max(1, min(200, round(prof.batch_target_ms / est[n]))) for n in callables}
+        calls = {n: steady_calls(prof, est[n]) for n in callables}
+        lead = {n: c[0] for n, c in calls.items()}
+        reps = {n: c[1] for n, c in calls.items()}
+    elif mode == "offline":
+        reps = {n: held_calls(prof.batch_target_ms, est[n]) for n in callables}
     else:
         reps = {n: 1 for n in callables}
     sep = mode == "offline"
     warm_s = settle({n: _Held(c, hold[n], sep) for n, c in callables.items()}, cand_name, ops, reps, prof, progress)
     if sep:
         est_sep = max(nat.time_batch(-1, *ops.args, 1, True, True), 1e-4)
-        reps_sep = max(1, min(200, round(prof.batch_target_ms / est_sep)))
+        reps_sep = held_calls(prof.batch_target_ms, est_sep)
     times: dict[str, list[float]] = {n: [] for n in callables}
     sep_us: list[float] = []
     order = list(callables) + ([SEPARATOR] if sep else [])

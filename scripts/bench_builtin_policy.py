@@ -83,7 +83,6 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
         picked = {k: v for k, v in picked.items() if k[:3] not in replaced}
         picked.update({(r.gpu, r.acc, r.shape, r.mode): (r, archive) for r in found})
     rows = [r for r, _ in picked.values()]
-    archive_of = {id(r): arch for r, arch in picked.values()}
     if len({r.gpu for r in rows}) > 1:
         raise ValueError("the runs were measured on different GPUs (" + ", ".join(sorted({r.gpu for r in rows}))
                          + "): one table over them would mix devices")
@@ -137,7 +136,7 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
                   "| family | tried | correct | GPU s | nvcc s (one core each) |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(sel, key=lambda r: r.log2_mnk):
-            archive = archive_of[id(r)]
+            archive = picked[(r.gpu, r.acc, r.shape, r.mode)][1]
             hist = archive.history(r.gpu, r.acc, r.shape)
             gpu_s = sum(res.wall_seconds - (res.compile.seconds if res.compile else 0)
                         for v in hist for res in [v.result, *archive.remeasures(v.id)])
