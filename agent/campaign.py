@@ -432,6 +432,8 @@ def _check_run_params(cfg: CampaignConfig, seam: Seam, model_public: dict) -> No
         prev, shapes = {}, list(cfg.shapes)
     doc = {**prev, **now, "run": cfg.run, "shapes": [list(s) for s in shapes], "model": model_public,
            "budget_candidates": cfg.budget_candidates, "budget_minutes": cfg.budget_minutes,
+           # what a report's header states about the search (the last invocation's, on a resumed run)
+           "n_per_step": cfg.n_per_step, "confirm_top": cfg.confirm_top, "final_repeats": cfg.final_repeats,
            "created": prev.get("created", time.time()), "updated": time.time()}
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import math
 import subprocess
 import sys
@@ -25,12 +26,13 @@ BASELINE = "cublaslt-autotune-max"
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="docs/benchmarks/dev_sample.txt")
-    ap.add_argument("--budget", type=int, default=8, help="candidates per shape")
-    ap.add_argument("--acc", choices=["fp32", "fp16"], default="fp32")
+    # None: with --report-only, what the run was made with (its campaign.json); otherwise the defaults below
+    ap.add_argument("--budget", type=int, default=None, help="candidates per shape (default 8)")
+    ap.add_argument("--acc", choices=["fp32", "fp16"], default=None, help="accumulator (default fp32)")
     ap.add_argument("--run", default=None)
     ap.add_argument("--runs-dir", default="runs")
     ap.add_argument("--out", default="docs/benchmarks")
-    ap.add_argument("--per-step", type=int, default=4, help="proposals per search step")
+    ap.add_argument("--per-step", type=int, default=None, help="proposals per search step (default 4)")
     ap.add_argument("--lanes", type=int, default=None, help="shapes in flight (compile parallelism)")
     ap.add_argument("--ncu", choices=["auto", "on", "off"], default="auto")
     ap.add_argument("--final-repeats", type=int, default=_default_repeats(),
@@ -41,7 +43,10 @@ def main() -> int:
     a = ap.parse_args()
     if a.with_run and not a.report_only:
         ap.error("--with-run only combines finished runs: add --report-only")
-    run = a.run or f"builtin-{a.acc}-b{a.budget}"
+    chosen = {k: getattr(a, k) or v for k, v in DEFAULTS.items()}
+    run = a.run or f"builtin-{chosen['acc']}-b{chosen['budget']}"
+    if not a.report_only:
+        vars(a).update(chosen)
     if not a.report_only:
         cmd = [sys.executable, "-m", "agent.cli", "campaign", "--shapes", a.shapes, "--model", "builtin",
                "--budget", str(a.budget), "--acc", a.acc, "--run", run, "--runs-dir", a.runs_dir, "--no-global",
@@ -58,6 +63,7 @@ def main() -> int:
             print(f"bench_builtin_policy: no run at {d} (no archive.sqlite)", file=sys.stderr)
             return 2
     try:
+        a = recorded_settings(runs, a)
         md = summarise_run(runs, a)
     except ValueError as e:
         print(f"bench_builtin_policy: {e}", file=sys.stderr)
@@ -67,6 +73,36 @@ def main() -> int:
     out.write_text(md)
     print(md)
     return 0
+
+
+DEFAULTS = {"acc": "fp32", "budget": 8, "per_step": 4}
+# campaign.json's key for each flag the table's header names
+RECORDED = (("acc", "acc"), ("budget_candidates", "budget"), ("n_per_step", "per_step"))
+
+
+def recorded_settings(run_dirs: list[Path], a) -> argparse.Namespace:
+    """The flags the header shows, taken from what the runs recorded (campaign.json) over the command line's: a fp16
+    run summarised without --acc was once titled fp32, and budget 12 printed as the default 8. A flag given that
+    contradicts the run, runs that differ, or a --shapes file that is not the runs' shape list is an error."""
+    from agent.shapes import load_shapes
+
+    recs = {d.name: json.loads(p.read_text()) for d in run_dirs if (p := d / "campaign.json").is_file()}
+    out = argparse.Namespace(**vars(a))
+    for key, flag in RECORDED:
+        seen = {name: r[key] for name, r in recs.items() if r.get(key) is not None}
+        given = getattr(a, flag, None)
+        opt = "--" + flag.replace("_", "-")
+        if len(set(seen.values())) > 1:
+            raise ValueError(f"the runs were made with different {opt} ("
+                             + ", ".join(f"{n}: {v}" for n, v in seen.items()) + "): one table would mix them")
+        if seen and given is not None and given != next(iter(seen.values())):
+            raise ValueError(f"{opt} {given}, but run {next(iter(seen))} was made with {next(iter(seen.values()))}")
+        setattr(out, flag, next(iter(seen.values())) if seen else DEFAULTS[flag] if given is None else given)
+    made = {tuple(s) for r in recs.values() for s in r.get("shapes", [])}
+    if made and Path(a.shapes).is_file() and set(load_shapes(a.shapes)) != made:
+        raise ValueError(f"--shapes {a.shapes} is not the runs' shape list ({len(made)} shapes); name the file "
+                         "they were made with")
+    return out
 
 
 def summarise_run(run_dirs: Path | list[Path], a) -> str:
@@ -87,6 +123,8 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
         raise ValueError("the runs were measured on different GPUs (" + ", ".join(sorted({r.gpu for r in rows}))
                          + "): one table over them would mix devices")
     gpu = rows[0].gpu if rows else "?"
+    if {r.acc for r in rows} - {a.acc}:
+        raise ValueError(f"the runs accumulate in {', '.join(sorted({r.acc for r in rows}))}, not {a.acc}")
     reps = getattr(a, "final_repeats", None)  # absent from callers that only summarise
     # what the run asked for is not stored with it: the most evaluations any shape of the run has in a mode
     want = max((_final_count(r) for r in rows), default=0)

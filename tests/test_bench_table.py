@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import importlib.util
 import subprocess
@@ -26,13 +27,13 @@ def _bench():
 
 
 def _run(tmp_path: Path, name: str = "r", shape=SHAPE, gpu: str = "H200",
-         tags=("naive", "tile128", "wgmma")) -> tuple[Path, float, float]:
+         tags=("naive", "tile128", "wgmma"), acc: str = "fp32") -> tuple[Path, float, float]:
     ev, run = RecordedEvaluator(), tmp_path / "runs" / name
     a = Archive(run / "archive.sqlite")
     for tag in tags:
-        a.add(name, gpu, "fp32", shape, kernel_source(tag), "builtin", ev(kernel_source(tag), shape),
+        a.add(name, gpu, acc, shape, kernel_source(tag), "builtin", ev(kernel_source(tag), shape),
               family="hopper_wgmma")
-    best = a.ranked(gpu, "fp32", shape)[0]
+    best = a.ranked(gpu, acc, shape)[0]
     second = scaled_result(best.result, 0.98)
     a.add_remeasure(best.id, second)
     return run, best.result.speedup("cublaslt-autotune-max"), second.speedup("cublaslt-autotune-max")
@@ -138,12 +139,12 @@ def test_targets_are_judged_before_rounding():
 
 
 def test_the_targets_line_is_for_fp32_offline_only(tmp_path):
-    run, _, _ = _run(tmp_path)
     bench = _bench()
     args = dict(shapes="shapes.txt", budget=3, per_step=3, ncu="off", lanes=None)
-    fp32 = bench.summarise_run(run, argparse.Namespace(acc="fp32", **args))
+    fp32 = bench.summarise_run(_run(tmp_path)[0], argparse.Namespace(acc="fp32", **args))
     assert fp32.count("Targets (fp32, offline") == 1
-    assert "Targets" not in bench.summarise_run(run, argparse.Namespace(acc="fp16", **args))
+    fp16 = bench.summarise_run(_run(tmp_path, "h", acc="fp16")[0], argparse.Namespace(acc="fp16", **args))
+    assert "(fp16 accumulation)" in fp16 and "Targets" not in fp16
 
 
 def test_repeated_finals_report_the_median_evaluation_and_all_of_them(tmp_path):
@@ -203,11 +204,53 @@ def test_a_final_evaluation_that_failed_a_check_is_shown_not_dropped(tmp_path):
     assert "Unfinished" not in md and "| - † | - | **crash** |" in md.split("## server")[1]
 
 
-def _report(tmp_path: Path, *runs: str) -> subprocess.CompletedProcess:
+def _report(tmp_path: Path, *runs: str, flags=()) -> subprocess.CompletedProcess:
     extra = [x for r in runs[1:] for x in ("--with-run", r)]
     return subprocess.run([sys.executable, "scripts/bench_builtin_policy.py", "--report-only", "--run", runs[0],
-                           *extra, "--runs-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "out")],
+                           *extra, "--runs-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), *flags],
                           cwd=REPO, capture_output=True, text=True)
+
+
+def _record(run: Path, **settings) -> None:
+    """The campaign.json a campaign leaves in its run folder (only the keys the header reads)."""
+    (run / "campaign.json").write_text(json.dumps(settings))
+
+
+def test_the_header_states_what_the_run_was_made_with(tmp_path):
+    """A fp16 run summarised without --acc was once titled fp32, with the default budget: the header's settings
+    come from the run; a flag that contradicts it, or a shape file that is not the run's list, is refused."""
+    run, _, _ = _run(tmp_path, "h", acc="fp16")
+    _record(run, acc="fp16", budget_candidates=12, n_per_step=3, shapes=[list(SHAPE)])
+    shapes = tmp_path / "shapes.txt"
+    shapes.write_text("# the run's list\n4096 4096 4096\n")
+    p = _report(tmp_path, "h", flags=["--shapes", str(shapes)])
+    assert p.returncode == 0, p.stderr
+    assert not (tmp_path / "out" / "builtin_policy_fp32.md").exists()
+    md = (tmp_path / "out" / "builtin_policy_fp16.md").read_text()
+    assert md.startswith("# Built-in policy benchmark (fp16 accumulation)")
+    assert "- budget: 12 candidates" in md and "--budget 12 --per-step 3 --acc fp16" in md
+    assert "Targets" not in md  # the issue's targets are for fp32
+    for flags, said in ((["--shapes", str(shapes), "--acc", "fp32"], "--acc fp32, but run h was made with fp16"),
+                        (["--shapes", str(shapes), "--budget", "8"], "--budget 8, but run h was made with 12"),
+                        ([], "is not the runs' shape list (1 shapes)")):
+        p = _report(tmp_path, "h", flags=flags)
+        assert p.returncode == 2 and said in p.stderr, (flags, p.stderr)
+
+
+def test_runs_made_with_different_budgets_are_not_combined(tmp_path):
+    for name, budget, shape in (("a", 12, SHAPE), ("b", 6, (64, 64, 128))):
+        run, _, _ = _run(tmp_path, name, shape=shape)
+        _record(run, acc="fp32", budget_candidates=budget, shapes=[list(shape)])
+    p = _report(tmp_path, "a", "b", flags=["--shapes", "/no/such/file"])
+    assert p.returncode == 2 and "different --budget (a: 12, b: 6)" in p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_archive_rows_of_another_accumulator_are_refused(tmp_path):
+    """Without a campaign.json the archive still says how the run accumulated."""
+    _run(tmp_path, "h", acc="fp16")
+    p = _report(tmp_path, "h", flags=["--acc", "fp32"])
+    assert p.returncode == 2 and "accumulate in fp16, not fp32" in p.stderr
 
 
 def _row(md: str, shape) -> list[str]:

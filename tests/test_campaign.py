@@ -126,6 +126,9 @@ def test_progress_archive_finals_and_global_seeding(tmp_path):
         (s, m, r) for s in shapes for m in ("offline", "server") for r in range(3))
     g = Archive(gdb)
     assert g.count() == 12
+    # What the benchmark's table states about the search is recorded with the run (scripts/bench_builtin_policy.py).
+    made = json.loads((cfg.run_dir / "campaign.json").read_text())
+    assert (made["budget_candidates"], made["n_per_step"], made["confirm_top"], made["final_repeats"]) == (6, 2, 3, 3)
     # Compile-ahead: every evaluated kernel was sent to the compile pool before its evaluation finished.
     recs = log_records(tmp_path / "calls.jsonl")
     first_compile = {}
