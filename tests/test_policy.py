@@ -341,3 +341,14 @@ def test_raw_priors_are_feasible_on_the_big_dev_shapes_and_band_only_beyond_one_
     p = ps[0]
     assert costmodel.estimate_us("hopper_raw", p, (8192, 2048, 8192)) < \
         costmodel.estimate_us("hopper_raw", dict(p, epi="direct"), (8192, 2048, 8192))
+
+
+def test_a_family_whose_every_candidate_failed_gives_up_its_slots_at_once():
+    """fp16 run 16: on 64x2048x4096 the mma.sync family failed the accuracy check at step 0 and was proposed again at
+    every step (a failing family used to shrink only after four failures). One failure now cuts its share."""
+    shape, pol = (64, 2048, 4096), BuiltinPolicy(0)
+    first = pol.propose(shape, "fp16", "sm_90a", [], n=3)
+    assert "ampere_cute" in {c.family for c in first}
+    history = [_record(c, shape, status="incorrect" if c.family == "ampere_cute" else "ok") for c in first]
+    nxt = pol.propose(shape, "fp16", "sm_90a", history, n=3)
+    assert "ampere_cute" not in {c.family for c in nxt}

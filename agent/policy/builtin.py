@@ -249,9 +249,11 @@ class BuiltinPolicy:
             if best[f] is not None and top is not None:
                 # families within reach of the best keep their share; far-behind ones fade (temperature 0.1)
                 shares[f] *= math.exp((best[f] - top) / 0.1) ** 0.5 + 0.15
-            tried = len(obs[f]) + len(fails[f])
-            if tried >= 4 and not obs[f]:
-                shares[f] *= 0.2  # everything tried failed
+            if fails[f] and not obs[f]:
+                # nothing it tried has passed: each failure cuts its share. Waiting for four (the old rule) let
+                # fp16 run 16 re-propose mma.sync kernels at every step of 64x512x2048 and 64x2048x4096, where each
+                # failed the accuracy check, a third of those shapes' budget
+                shares[f] *= 0.25 ** len(fails[f])
         total = sum(shares.values()) or 1.0
         raw = {f: n * s / total for f, s in shares.items()}
         slots = {f: int(math.floor(v)) for f, v in raw.items()}
