@@ -35,19 +35,18 @@ def main() -> int:
     ap.add_argument("--per-step", type=int, default=None, help="proposals per search step (default 4)")
     ap.add_argument("--lanes", type=int, default=None, help="shapes in flight (compile parallelism)")
     ap.add_argument("--ncu", choices=["auto", "on", "off"], default="auto")
-    ap.add_argument("--final-repeats", type=int, default=_default_repeats(),
-                    help="separate evaluations of each final measurement")
+    ap.add_argument("--final-repeats", type=int, default=None,
+                    help="separate evaluations of each final measurement (default: the campaign's, 3)")
     ap.add_argument("--report-only", action="store_true", help="summarise an existing run")
     ap.add_argument("--with-run", action="append", default=[], metavar="RUN",
                     help="with --report-only: also summarise this run (a shape in several: the last one named)")
     a = ap.parse_args()
     if a.with_run and not a.report_only:
         ap.error("--with-run only combines finished runs: add --report-only")
-    chosen = {k: getattr(a, k) or v for k, v in DEFAULTS.items()}
+    chosen = {k: getattr(a, k, None) or v for k, v in _defaults().items()}
     run = a.run or f"builtin-{chosen['acc']}-b{chosen['budget']}"
     if not a.report_only:
         vars(a).update(chosen)
-    if not a.report_only:
         cmd = [sys.executable, "-m", "agent.cli", "campaign", "--shapes", a.shapes, "--model", "builtin",
                "--budget", str(a.budget), "--acc", a.acc, "--run", run, "--runs-dir", a.runs_dir, "--no-global",
                "--final-modes", "offline,server", "--final-repeats", str(a.final_repeats),
@@ -75,9 +74,17 @@ def main() -> int:
     return 0
 
 
-DEFAULTS = {"acc": "fp32", "budget": 8, "per_step": 4}
-# campaign.json's key for each flag the table's header names
-RECORDED = (("acc", "acc"), ("budget_candidates", "budget"), ("n_per_step", "per_step"))
+def _defaults() -> dict:
+    """What the campaign this script starts uses unless told (profile and confirm-top are not flags here)."""
+    from agent.campaign import CampaignConfig
+
+    return {"acc": "fp32", "budget": 8, "per_step": 4, "final_repeats": CampaignConfig.final_repeats,
+            "profile": CampaignConfig.profile, "confirm_top": CampaignConfig.confirm_top}
+
+
+# campaign.json's key for each setting the table's header names
+RECORDED = (("acc", "acc"), ("budget_candidates", "budget"), ("n_per_step", "per_step"),
+            ("final_repeats", "final_repeats"), ("profile", "profile"), ("confirm_top", "confirm_top"))
 
 
 def recorded_settings(run_dirs: list[Path], a) -> argparse.Namespace:
@@ -97,7 +104,7 @@ def recorded_settings(run_dirs: list[Path], a) -> argparse.Namespace:
                              + ", ".join(f"{n}: {v}" for n, v in seen.items()) + "): one table would mix them")
         if seen and given is not None and given != next(iter(seen.values())):
             raise ValueError(f"{opt} {given}, but run {next(iter(seen))} was made with {next(iter(seen.values()))}")
-        setattr(out, flag, next(iter(seen.values())) if seen else DEFAULTS[flag] if given is None else given)
+        setattr(out, flag, next(iter(seen.values())) if seen else _defaults()[flag] if given is None else given)
     made = {tuple(s) for r in recs.values() for s in r.get("shapes", [])}
     if made and Path(a.shapes).is_file() and set(load_shapes(a.shapes)) != made:
         raise ValueError(f"--shapes {a.shapes} is not the runs' shape list ({len(made)} shapes); name the file "
@@ -126,19 +133,22 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
     if {r.acc for r in rows} - {a.acc}:
         raise ValueError(f"the runs accumulate in {', '.join(sorted({r.acc for r in rows}))}, not {a.acc}")
     reps = getattr(a, "final_repeats", None)  # absent from callers that only summarise
+    top = getattr(a, "confirm_top", _defaults()["confirm_top"])
+    chose = (f"the {top} leaders\n  measured a second time and the winner chosen on both measurements (`--confirm-top`)"
+             if top else "the search's fastest\n  measurement chose the winner (`--confirm-top 0`)")
     # what the run asked for is not stored with it: the most evaluations any shape of the run has in a mode
     want = max((_final_count(r) for r in rows), default=0)
     lines = [f"# Built-in policy benchmark ({a.acc} accumulation)", "",
              f"- device: {gpu}; date: {datetime.date.today().isoformat()}; shapes: `{a.shapes}`",
-             f"- budget: {a.budget} candidates per shape, quick timing profile during the search; the 3 leaders",
-             "  measured a second time and the winner chosen on both measurements (`--confirm-top`); the winner",
+             f"- budget: {a.budget} candidates per shape, {getattr(a, 'profile', _defaults()['profile'])} timing "
+             f"profile during the search; {chose}; the winner",
              "  re-measured offline and server against every baseline, interleaved in one worker process, in",
              "  separate evaluations (\"final measurements\"; the speedup and its 95% CI are the median one's);",
              "  GPU s counts every evaluation, the second ones included; \"search measurements\" are the winner's",
              "  own measurements during the search, which chose it as the fastest and so read high",
              f"- command: `python3 scripts/bench_builtin_policy.py --shapes {a.shapes} --budget {a.budget} "
              f"--per-step {a.per_step} --acc {a.acc} --ncu {a.ncu}" + (f" --lanes {a.lanes}" if a.lanes else "")
-             + (f" --final-repeats {reps}" if reps not in (None, _default_repeats()) else "") + "`",
+             + (f" --final-repeats {reps}" if reps not in (None, _defaults()["final_repeats"]) else "") + "`",
              *([f"- runs combined: {', '.join(f'`{d.name}`' for d in run_dirs)} (a shape in several is taken from "
                 "the last), each run with the command above over its own shape list; this table: "
                 f"`python3 scripts/bench_builtin_policy.py --report-only --run {run_dirs[0].name} "
@@ -192,12 +202,6 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
                          f"{finals} | {search or '-'} | {fam} | {r.tried} | {r.correct} | {gpu_s:.1f} | {cpu_s:.0f} |")
         lines.append("")
     return "\n".join(lines) + "\n"
-
-
-def _default_repeats() -> int:
-    from agent.campaign import CampaignConfig
-
-    return CampaignConfig.final_repeats
 
 
 def _final_count(r) -> int:

@@ -230,6 +230,13 @@ def test_the_header_states_what_the_run_was_made_with(tmp_path):
     assert md.startswith("# Built-in policy benchmark (fp16 accumulation)")
     assert "- budget: 12 candidates" in md and "--budget 12 --per-step 3 --acc fp16" in md
     assert "Targets" not in md  # the issue's targets are for fp32
+    assert "quick timing profile" in md and "the 3 leaders" in md and "--final-repeats" not in md
+    # settings the script does not take as flags are still the run's
+    _record(run, acc="fp16", budget_candidates=12, n_per_step=3, shapes=[list(SHAPE)], profile="paper",
+            confirm_top=0, final_repeats=5)
+    assert _report(tmp_path, "h", flags=["--shapes", str(shapes)]).returncode == 0
+    md = (tmp_path / "out" / "builtin_policy_fp16.md").read_text()
+    assert "paper timing profile" in md and "(`--confirm-top 0`)" in md and "--final-repeats 5`" in md
     for flags, said in ((["--shapes", str(shapes), "--acc", "fp32"], "--acc fp32, but run h was made with fp16"),
                         (["--shapes", str(shapes), "--budget", "8"], "--budget 8, but run h was made with 12"),
                         ([], "is not the runs' shape list (1 shapes)")):
