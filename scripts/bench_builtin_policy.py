@@ -94,7 +94,7 @@ def recorded_settings(run_dirs: list[Path], a) -> argparse.Namespace:
     from agent.shapes import load_shapes
 
     recs = {d.name: json.loads(p.read_text()) for d in run_dirs if (p := d / "campaign.json").is_file()}
-    out = argparse.Namespace(**vars(a))
+    out, defaults = argparse.Namespace(**vars(a)), _defaults()
     for key, flag in RECORDED:
         seen = {name: r[key] for name, r in recs.items() if r.get(key) is not None}
         given = getattr(a, flag, None)
@@ -102,9 +102,13 @@ def recorded_settings(run_dirs: list[Path], a) -> argparse.Namespace:
         if len(set(seen.values())) > 1:
             raise ValueError(f"the runs were made with different {opt} ("
                              + ", ".join(f"{n}: {v}" for n, v in seen.items()) + "): one table would mix them")
-        if seen and given is not None and given != next(iter(seen.values())):
-            raise ValueError(f"{opt} {given}, but run {next(iter(seen))} was made with {next(iter(seen.values()))}")
-        setattr(out, flag, next(iter(seen.values())) if seen else _defaults()[flag] if given is None else given)
+        if not seen:
+            setattr(out, flag, defaults[flag] if given is None else given)
+            continue
+        name, made_with = next(iter(seen.items()))
+        if given is not None and given != made_with:
+            raise ValueError(f"{opt} {given}, but run {name} was made with {made_with}")
+        setattr(out, flag, made_with)
     made = {tuple(s) for r in recs.values() for s in r.get("shapes", [])}
     if made and Path(a.shapes).is_file() and set(load_shapes(a.shapes)) != made:
         raise ValueError(f"--shapes {a.shapes} is not the runs' shape list ({len(made)} shapes); name the file "
@@ -132,15 +136,16 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
     gpu = rows[0].gpu if rows else "?"
     if {r.acc for r in rows} - {a.acc}:
         raise ValueError(f"the runs accumulate in {', '.join(sorted({r.acc for r in rows}))}, not {a.acc}")
+    defaults = _defaults()
     reps = getattr(a, "final_repeats", None)  # absent from callers that only summarise
-    top = getattr(a, "confirm_top", _defaults()["confirm_top"])
+    top = getattr(a, "confirm_top", defaults["confirm_top"])
     chose = (f"the {top} leaders\n  measured a second time and the winner chosen on both measurements (`--confirm-top`)"
              if top else "the search's fastest\n  measurement chose the winner (`--confirm-top 0`)")
     # what the run asked for is not stored with it: the most evaluations any shape of the run has in a mode
     want = max((_final_count(r) for r in rows), default=0)
     lines = [f"# Built-in policy benchmark ({a.acc} accumulation)", "",
              f"- device: {gpu}; date: {datetime.date.today().isoformat()}; shapes: `{a.shapes}`",
-             f"- budget: {a.budget} candidates per shape, {getattr(a, 'profile', _defaults()['profile'])} timing "
+             f"- budget: {a.budget} candidates per shape, {getattr(a, 'profile', defaults['profile'])} timing "
              f"profile during the search; {chose}; the winner",
              "  re-measured offline and server against every baseline, interleaved in one worker process, in",
              "  separate evaluations (\"final measurements\"; the speedup and its 95% CI are the median one's);",
@@ -148,7 +153,7 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
              "  own measurements during the search, which chose it as the fastest and so read high",
              f"- command: `python3 scripts/bench_builtin_policy.py --shapes {a.shapes} --budget {a.budget} "
              f"--per-step {a.per_step} --acc {a.acc} --ncu {a.ncu}" + (f" --lanes {a.lanes}" if a.lanes else "")
-             + (f" --final-repeats {reps}" if reps not in (None, _defaults()["final_repeats"]) else "") + "`",
+             + (f" --final-repeats {reps}" if reps not in (None, defaults["final_repeats"]) else "") + "`",
              *([f"- runs combined: {', '.join(f'`{d.name}`' for d in run_dirs)} (a shape in several is taken from "
                 "the last), each run with the command above over its own shape list; this table: "
                 f"`python3 scripts/bench_builtin_policy.py --report-only --run {run_dirs[0].name} "
