@@ -107,6 +107,18 @@ def test_knobs_at_their_default_keep_the_earlier_identity():
     assert "cluster" not in small.render(SMALL_OK).split("// params")[1].split("namespace")[0]
 
 
+def test_hopper_raw_k_order_keeps_earlier_identities_and_reverses_only_the_producer():
+    """k_order came after runs 13-17: "forward" names and renders the same candidate as before; "alternate" sets
+    the one constant the producer's k loop reads."""
+    assert hopper_raw.validate(dict(RAW_OK, k_order="forward")) == RAW_OK
+    assert hopper_raw.render(dict(RAW_OK, k_order="forward")) == hopper_raw.render(RAW_OK)
+    assert "K_ALTERNATE = false" in hopper_raw.render(RAW_OK)
+    alt = hopper_raw.render(dict(RAW_OK, k_order="alternate"))
+    assert "K_ALTERNATE = true" in alt and '"k_order":"alternate"' in alt.splitlines()[0]
+    with pytest.raises(ValueError):
+        hopper_raw.validate(dict(RAW_OK, k_order="backward"))
+
+
 def test_pdl_is_an_sm90_launch_knob_that_keeps_earlier_identities():
     """pdl=False (the default) is left out of the canonical params: earlier candidates render the same source."""
     for mod, base in ((small, SMALL_OK), (ampere_cute, AMPERE_OK), (hopper_wgmma, HOPPER_OK)):
@@ -229,7 +241,7 @@ def test_sample_of_each_family_compiles_with_nvcc():
         (hopper_wgmma.render(dict(HOPPER_SLICED, pdl=True)), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, pdl=True)), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, tile_m=256, tile_n=176, stages=3, group=8, epi="direct")), "sm_90a"),
-        (hopper_raw.render(dict(RAW_OK, cluster_m=2, group=8, pdl=True)), "sm_90a"),
+        (hopper_raw.render(dict(RAW_OK, cluster_m=2, group=8, pdl=True, k_order="alternate")), "sm_90a"),
         (ampere_cute.render(dict(AMPERE_OK, pdl=True)), "sm_90a"),
         (ampere_cute.render(dict(AMPERE_OK, bm=64, bn=64, bk=32, sw_b=2, wm=2, wn=2, split_k=1, acc="fp16",
                                  epilogue="direct", reg_pipeline=False, block_swizzle=1)), "sm_80"),
@@ -281,6 +293,9 @@ def test_sample_of_each_family_compiles_with_nvcc():
     # pairs of CTAs sharing B through TMA multicast: B's second half partly past N, several units per cluster
     ("hopper_raw", dict(RAW_OK, cluster_m=2, group=2, pdl=True), (1024, 1008, 520)),
     ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=176, stages=3, cluster_m=2, epi="direct"), (2000, 998, 1024)),
+    # K walked backward on every other work unit (4 units per CTA or pair), K not a multiple of 64
+    ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=128, group=4, k_order="alternate"), (4096, 4096, 1000)),
+    ("hopper_raw", dict(RAW_OK, cluster_m=2, group=2, k_order="alternate"), (4096, 4096, 1000)),
 ])
 def test_sample_passes_the_evaluators_checks_on_gpu(gpu_samples, family, params, shape):
     """Every correctness check of the evaluator (exact {0,1} draws, deviation bound, accumulator honesty, guard

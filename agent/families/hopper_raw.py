@@ -22,9 +22,11 @@ DOMAIN: dict[str, tuple] = {
     "acc": ("fp32",),
     # direct: half2 stores from the accumulator registers; tma: 64x64 sub-tiles through shared memory, TMA stores
     "epi": ("direct", "tma"),
+    # alternate: a CTA walks K backward on every other work unit, so a wave starts on what the last one left in L2
+    "k_order": ("forward", "alternate"),
     **LAUNCH_DOMAIN,
 }
-DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, **LAUNCH_DEFAULTS}
+DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "k_order": "forward", **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
 MAX_ACC_REGS = 192  # fp32 accumulators per consumer thread; the consumers get 232 registers (setmaxnreg)
 
