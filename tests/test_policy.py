@@ -263,16 +263,14 @@ def test_hopper_priors_keep_a_swizzle_that_cutlass_applies_without_padding(shape
 ])
 def test_skinny_long_k_starts_with_a_batched_split(shape, tile, slices):
     """Few output tiles and a long K: the first hopper prior is a batched split that fills the SMs about once, and
-    the first batch contains it (hopper_wgmma gets the whole batch there on Hopper)."""
+    the first batch contains it (hopper_wgmma gets most of the batch there)."""
     first = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[0]
     assert (first["tile_m"], first["tile_n"], first["schedule"]) == tile
     assert first["scheduler"] == "batched" and first["splits"] == slices and first["swap_ab"]
     assert get("hopper_wgmma").feasible(first, shape, "sm_90a") == (True, "")
     batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 3)
     assert canonical(first) in {canonical(c.params) for c in batch if c.family == "hopper_wgmma"}
-    # the mma.sync families won none of these shapes in five runs: on Hopper the whole batch is wgmma
-    for acc in ("fp32", "fp16"):
-        assert {c.family for c in BuiltinPolicy(0).propose(shape, acc, "sm_90a", [], 6)} == {"hopper_wgmma"}
+    assert priors.family_shares(shape, "sm_90a")["hopper_wgmma"] >= 0.5
     assert priors.family_shares(shape, "sm_80")["ampere_cute"] > 0  # without wgmma they are all there is
 
 
@@ -348,9 +346,8 @@ def test_raw_priors_are_feasible_on_the_big_dev_shapes_and_band_only_beyond_one_
 
 def test_a_family_whose_every_candidate_failed_gives_up_its_slots_at_once():
     """fp16 run 16: on 64x2048x4096 the mma.sync family failed the accuracy check at step 0 and was proposed again at
-    every step (a failing family used to shrink only after four failures). One failure now cuts its share. (Hopper
-    no longer proposes mma.sync kernels on that shape at all, so a shape that still mixes the families stands in.)"""
-    shape, pol = (128, 4096, 128), BuiltinPolicy(0)
+    every step (a failing family used to shrink only after four failures). One failure now cuts its share."""
+    shape, pol = (64, 2048, 4096), BuiltinPolicy(0)
     first = pol.propose(shape, "fp16", "sm_90a", [], n=3)
     assert "ampere_cute" in {c.family for c in first}
     history = [_record(c, shape, status="incorrect" if c.family == "ampere_cute" else "ok") for c in first]

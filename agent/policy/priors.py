@@ -31,10 +31,10 @@ def family_shares(shape: tuple[int, int, int], arch: str) -> dict[str, float]:
     m, n, k = shape
     if hopper and k >= 2048 and f < LARGE_FLOP and m * n <= 2 ** 20:
         # Skinny outputs with a long K: wgmma GEMMs over K slices (batched split-K) measured 0.98-1.00 of cuBLASLt on
-        # the H200 where the mma.sync families reached 0.60-0.89. Since then they won none of the five dev shapes of
-        # this class in runs 2, 3, 15, 16 and 17 (fp32 run 15: 0.21-0.89; fp16 run 16: 9 of 12 `ampere_cute`
-        # refused for accuracy), so two candidates in twelve went to them for nothing.
-        shares = {"small": 0.0, "ampere_cute": 0.0, "hopper_wgmma": 1.0}
+        # the H200 where the mma.sync families reached 0.60-0.89. They won none of the five dev shapes of this class
+        # in runs 2, 3, 15, 16 and 17, but giving their two slots in twelve to wgmma found no better kernel either
+        # (run 18, docs/benchmarks/builtin_policy.md): they stay, and at fp16 lose them on their first failure.
+        shares = {"small": 0.2, "ampere_cute": 0.2, "hopper_wgmma": 0.6}
     elif f < 2 ** 31 and m * n >= 2 ** 19:
         # Output-bound small-K shapes (128x4096x128, 1024x2048x64, 128x16384x64): a persistent CUTLASS 128x128 tile
         # with the TMA epilogue measured 0.83-0.90 of cuBLASLt there, mma.sync families 0.73-0.79.
