@@ -91,9 +91,14 @@ def export_archive(db: Path, out_dir: Path, *, best_only: bool = True, run_dir: 
             failed = [r for r in results if not r.ok]
             finals.setdefault(tuple(key), {})[mode] = failed[0] if failed else median_measurement(results)[0]
     out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ArchiveIOError(f"{out_dir} exists and is not a folder")
     if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / MANIFEST).is_file():
         raise ArchiveIOError(f"{out_dir} exists and is not an earlier export (no {MANIFEST}); choose an empty folder")
-    (out_dir / "kernels").mkdir(parents=True, exist_ok=True)
+    try:
+        (out_dir / "kernels").mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ArchiveIOError(f"cannot create {out_dir / 'kernels'}: {e.strerror or e}") from None
     entries = []
     for key in archive.shapes():
         ranked = archive.ranked(key.gpu, key.acc, key.shape, baseline)
@@ -139,6 +144,14 @@ def _read_source(path: Path) -> str:
     return text
 
 
+def _proposed_kernels(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """`cudal2 propose` writes one shape and accumulator for all its candidates: spread them over the entries."""
+    if "candidates" not in doc:
+        raise KeyError("neither 'kernels' nor 'candidates'")
+    return [{**c, "shape": doc["shape"], "acc": doc.get("acc", "fp32"), "proposer": c.get("model")}
+            for c in doc["candidates"]]
+
+
 def plan_import(src_dir: Path, *, shape: tuple[int, int, int] | None = None,
                 acc: str | None = None) -> list[ImportItem]:
     """What to import from DIR: manifest entries, plus bare .cu files whose shape comes from --shape or from a
@@ -153,11 +166,12 @@ def plan_import(src_dir: Path, *, shape: tuple[int, int, int] | None = None,
     if mpath.is_file():
         try:
             doc = json.loads(mpath.read_text())
-            kernels = doc["kernels"]
+            kernels = doc["kernels"] if "kernels" in doc else _proposed_kernels(doc)
             if not isinstance(kernels, list):
                 raise TypeError("'kernels' is not a list")
-        except (ValueError, KeyError, TypeError) as e:
-            raise ArchiveIOError(f"{mpath}: not a cuda-l2 manifest ({e})") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ArchiveIOError(f"{mpath}: not a manifest of `cudal2 archive export` or `cudal2 propose` "
+                                 f"({type(e).__name__}: {e})") from None
         root = src_dir.resolve()
         for i, k in enumerate(kernels):
             try:

@@ -302,7 +302,7 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
                  live: bool | None = None) -> dict[str, Any]:
     """Run or resume the campaign; returns a summary (per-shape outcomes, failures)."""
     from agent.archive import Archive
-    from agent.graph import run_shape
+    from agent.graph import MAX_FAILED_STEPS, run_shape
     from agent.transcript import Transcript
 
     if not cfg.shapes:
@@ -430,7 +430,13 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
                                 gpu_facts=seam.gpu_facts(), profile_fn=seam.profile if seam.profiles else None)
             finalize(shape)
             outcomes[shape] = outcome
-            progress.event(shape, "done", stop_reason=outcome.stop_reason)
+            if outcome.stop_reason == "proposer_failing":
+                # the model (its endpoint, key or replies) failed, not the kernels: the run did not do its job
+                failures[shape] = (f"the model gave no kernel in {MAX_FAILED_STEPS} steps in a row, last: "
+                                   f"{outcome.last_error[:500]}")
+                progress.event(shape, "failed", error=failures[shape])
+            else:
+                progress.event(shape, "done", stop_reason=outcome.stop_reason)
         except Exception as e:  # one shape's failure must not stop the others; the trace goes to the run folder
             failures[shape] = f"{type(e).__name__}: {e}"
             with open(run_dir / "errors.log", "a") as f:
@@ -445,5 +451,6 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
         ahead.close()
     summary = {"run": cfg.run, "run_dir": str(run_dir), "gpu": gpu, "acc": acc, "mode": cfg.mode,
                "shapes": {shape_str(s): (o.to_dict() if hasattr(o, "to_dict") else o) for s, o in outcomes.items()},
-               "failures": {shape_str(s): e for s, e in failures.items()}}
+               "failures": {shape_str(s): e for s, e in failures.items()},
+               "model_failures": sorted(shape_str(s) for s, o in outcomes.items() if s in failures)}
     return summary

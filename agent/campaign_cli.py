@@ -103,8 +103,9 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
 
     s = sub.add_parser("inspect", help="read a run's transcript in the terminal")
     s.add_argument("run", metavar="RUN", help="run name (under --runs-dir) or run folder")
-    s.add_argument("--shape", type=int, nargs=3, metavar=("M", "N", "K"))
-    s.add_argument("--step", type=int, default=None, metavar="I")
+    s.add_argument("--shape", type=int, nargs=3, metavar=("M", "N", "K"), help="one shape's steps")
+    s.add_argument("--step", type=int, default=None, metavar="I",
+                   help="with --shape: one step in full (prompt, proposals, results)")
     s.add_argument("--diff", type=int, nargs=2, default=None, metavar=("I", "J"),
                    help="diff the best kernel of step I against that of step J")
     s.add_argument("--runs-dir", default="runs", metavar="DIR")
@@ -128,6 +129,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     try:
         shapes = load_shapes(args.shapes)
         model = load_model_config(args)
+        model.api_key()  # a missing key is bad input: say so before anything runs
         final_modes = tuple(m for m in args.final_modes.split(",") if m)
         bad = [m for m in final_modes if m not in ("offline", "server")]
         if bad:
@@ -142,7 +144,6 @@ def cmd_campaign(args: argparse.Namespace) -> int:
               "and cudal2 inspect on runs made elsewhere.", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        model.api_key()  # fail now, not after the first shape
         ncu = {"auto": None, "on": True, "off": False}[args.ncu]
         if args.cluster:  # agent.cluster imports Ray only here; a ClusterError is a CampaignError
             from agent.cluster import make_seam
@@ -191,10 +192,11 @@ def finish_campaign(cfg, seam, model, retrieve_fn=None, console=None, live=None)
     finally:
         seam.close()
     out = console.print if console is not None else print
-    out(f"run {cfg.run}: {len(summary['shapes'])} shape(s) finished, {len(summary['failures'])} failed; "
+    done = [s for s in summary["shapes"] if s not in summary["failures"]]
+    out(f"run {cfg.run}: {len(done)} shape(s) finished, {len(summary['failures'])} failed; "
         f"archive {cfg.run_dir / 'archive.sqlite'}")
     for s, e in summary["failures"].items():
-        out(f"  {s}: {e} (trace in {cfg.run_dir / 'errors.log'})")
+        out(f"  {s}: {e}" + ("" if s in summary["model_failures"] else f" (trace in {cfg.run_dir / 'errors.log'})"))
     out(f"next: cudal2 report {cfg.run} · cudal2 inspect {cfg.run} · cudal2 archive export DIR --run {cfg.run}")
     return 1 if summary["failures"] else 0
 

@@ -61,6 +61,12 @@ class ModelConfig:
             self.api_key_env = _DEFAULT_KEY_ENV[self.backend]
         if self.backend == "openai" and not self.base_url:
             self.base_url = "https://api.openai.com/v1"
+        if self.base_url is not None:
+            from urllib.parse import urlsplit
+
+            u = urlsplit(self.base_url)
+            if u.scheme not in ("http", "https") or not u.netloc:
+                raise ConfigError(f"base_url {self.base_url!r} is not an http(s) URL (e.g. http://127.0.0.1:8000/v1)")
         if self.max_attempts < 1:
             raise ConfigError("max_attempts must be at least 1")
         if self.max_tokens < 1:
@@ -156,4 +162,11 @@ def load_model_config(args: argparse.Namespace) -> ModelConfig:
         v = getattr(args, flag, None)
         if v is not None:
             d[key] = v
-    return model_config_from_dict(d, origin=str(getattr(args, "config", None) or "flags"))
+    cfg = model_config_from_dict(d, origin=str(getattr(args, "config", None) or "flags"))
+    # the built-in policy talks to no endpoint: flags meant for one are a mistake worth hearing about
+    ignored = [f"--{f.replace('_', '-')}" for f in ("base_url", "model_name", "api_key_env", "temperature",
+                                                    "max_tokens") if getattr(args, f, None) is not None]
+    if cfg.backend == "builtin" and ignored:
+        raise ConfigError(f"{', '.join(ignored)} configure a model endpoint, and the builtin policy uses none; "
+                          "add --model openai or --model anthropic")
+    return cfg

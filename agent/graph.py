@@ -40,6 +40,7 @@ RetrieveFn = Callable[[str], list]
 ProfileFn = Callable[..., "dict[str, Any] | None"]
 
 CHECKPOINT_FILE = "checkpoints.sqlite"
+MAX_FAILED_STEPS = 3  # steps in a row without a single kernel from the model stop the shape
 
 
 def _passage_dict(p: Any) -> dict[str, Any]:
@@ -105,7 +106,7 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
               transcript: Transcript, budget_candidates: int = 16, budget_minutes: float | None = None,
               plateau: int | None = 4, plateau_min_gain: float = 0.005, target_speedup: float | None = None,
               n_per_step: int = 4, profile_fn: ProfileFn | None = None, gpu_facts: dict[str, Any] | None = None,
-              max_failed_steps: int = 3, max_steps: int | None = None, neighbours_k: int = 4,
+              max_failed_steps: int = MAX_FAILED_STEPS, max_steps: int | None = None, neighbours_k: int = 4,
               eval_kwargs: dict[str, Any] | None = None) -> ShapeOutcome:
     """Run (or resume, or report the finished) loop for one shape. See the module docstring and docs/loop.md."""
     m, n, k = (int(x) for x in shape)
@@ -264,6 +265,8 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
             "candidates": state.get("candidates", 0) + with_src,
             "no_kernel": state.get("no_kernel", 0) + no_kernel,
             "failed_steps_in_row": 0 if with_src else state.get("failed_steps_in_row", 0) + 1,
+            "last_error": "" if with_src else next((r["reason"] for r in results if r.get("reason")),
+                                                   "the model returned no candidates"),
             "no_improve_steps": 0 if improved else state.get("no_improve_steps", 0) + 1,
             "best_id": b.id if b else None,
             "best_speedup": new_sp,
@@ -348,7 +351,8 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
         steps=final.get("step", 0), candidates=final.get("candidates", 0), evaluations=final.get("evaluations", 0),
         memo_hits=final.get("memo_hits", 0), no_kernel=final.get("no_kernel", 0), best_variant_id=final.get("best_id"),
         best_speedup=final.get("best_speedup"), elapsed_s=final.get("elapsed_s", 0.0),
-        tokens=dict(final.get("tokens") or {}), resumed=resumed, already_done=already_done)
+        tokens=dict(final.get("tokens") or {}), resumed=resumed, already_done=already_done,
+        last_error=final.get("last_error", "") if final.get("stop_reason") == "proposer_failing" else "")
 
 
 def _would_continue(values: dict[str, Any], budget_candidates: int, budget_minutes: float | None,
@@ -364,4 +368,7 @@ def _would_continue(values: dict[str, Any], budget_candidates: int, budget_minut
         return budget_minutes is None or values.get("elapsed_s", 0.0) < budget_minutes * 60
     if reason == "target_reached":
         return target_speedup is None or best is None or best < target_speedup
+    if reason == "proposer_failing":  # the endpoint may be back (or the key set): spend what the budget has left
+        return values.get("candidates", 0) < budget_candidates and (
+            budget_minutes is None or values.get("elapsed_s", 0.0) < budget_minutes * 60)
     return False

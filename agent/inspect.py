@@ -49,11 +49,12 @@ class Event:
 
 def resolve_run_dir(run: str, runs_dir: str | Path = "runs") -> Path:
     """RUN is a run name under runs_dir or a path to a run folder."""
-    for cand in (Path(runs_dir) / run, Path(run)):
+    cands = list(dict.fromkeys((Path(runs_dir) / run, Path(run))))  # one, when RUN is an absolute path
+    for cand in cands:
         if (cand / TRANSCRIPT).is_file():
             return cand
-    raise InspectError(f"no transcript for run {run!r}: looked for {Path(runs_dir) / run / TRANSCRIPT} and "
-                       f"{Path(run) / TRANSCRIPT}")
+    raise InspectError(f"no transcript for run {run!r}: looked for "
+                       + " and ".join(str(c / TRANSCRIPT) for c in cands))
 
 
 def _shape(v: Any) -> tuple[int, int, int] | None:
@@ -186,7 +187,8 @@ def view_shape(events: list[Event], console: Console, shape: tuple[int, int, int
     by_step: dict[int | None, list[Event]] = defaultdict(list)
     for e in evs:
         by_step[e.step].append(e)
-    t = Table(title=f"shape {'x'.join(map(str, shape))}: {len(by_step)} steps", title_justify="left")
+    n_steps = sum(1 for s in by_step if s is not None)  # the step-less rows are the leaders' re-measurements
+    t = Table(title=f"shape {'x'.join(map(str, shape))}: {n_steps} steps", title_justify="left")
     for c in ("step", "nodes", "proposals", "statuses", *(f"vs {k}" for k in SPEEDUP_KEYS[:2])):
         t.add_column(c, justify="left" if c in ("nodes", "statuses") else "right")
     for step in sorted(by_step, key=lambda s: (s is None, s or 0)):

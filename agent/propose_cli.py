@@ -64,12 +64,25 @@ def cmd_propose(args: argparse.Namespace) -> int:
         return _err("-n must be at least 1")
     try:
         cfg = load_model_config(args)
+        cfg.api_key()  # a missing key is bad input, not a rejected reply per candidate
     except ConfigError as e:
         return _err(str(e))
     register_env(cfg.api_key_env)
+    if cfg.backend == "builtin":
+        from agent.families.common import ARCHS
+
+        if args.arch not in ARCHS:
+            return _err(f"--arch {args.arch}: the builtin policy has kernel families for {', '.join(ARCHS)}")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         return _err(f"--out {out} exists and is not a folder")
+    if (out / "manifest.json").exists():
+        # a second set of candidates would orphan the first set's files: their manifest would be gone
+        return _err(f"--out {out} already holds proposed candidates (manifest.json); choose a new folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return _err(f"--out {out}: cannot create the folder: {e.strerror or e}")
 
     if args.archive:
         if not Path(args.archive).is_file():
@@ -80,6 +93,8 @@ def cmd_propose(args: argparse.Namespace) -> int:
         ctx = ProposalContext(shape=shape, acc=args.acc, arch=args.arch, gpu_name=args.gpu_name)
     if args.no_retrieval:
         ctx.retrieval_note = "retrieval was switched off"
+    elif cfg.backend == "builtin":  # as in a campaign: the policy reads no reference material
+        ctx.retrieval_note = "the builtin policy reads no reference material"
     else:
         ctx.passages, ctx.retrieval_note = _retrieve(shape, args.store, ctx.best)
         if ctx.retrieval_note:
@@ -94,7 +109,6 @@ def cmd_propose(args: argparse.Namespace) -> int:
     except ConfigError as e:
         return _err(str(e))
 
-    out.mkdir(parents=True, exist_ok=True)
     m, n, k = shape
     written, rejected = [], []
     for i, p in enumerate(props):

@@ -7,6 +7,7 @@ Nothing is fetched from elsewhere, so the file can be mailed or archived on its 
 """
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import math
@@ -274,13 +275,24 @@ def report_run(run: str, *, runs_dir: str | Path = "runs", out: str | Path | Non
         c = json.loads((run_dir / "campaign.json").read_text())
         meta.update({"search mode": c.get("mode"), "model": (c.get("model") or {}).get("model_name"),
                      "budget": c.get("budget_candidates") or f"{c.get('budget_minutes')} min"})
-    return write_report(rows, run=run_dir.name, out_path=Path(out) if out else run_dir / "report.html", meta=meta)
+    if out is None:
+        out_path = run_dir / "report.html"
+    elif Path(out).is_dir() or str(out).endswith(("/", os.sep)):  # a folder: the report goes inside it
+        out_path = Path(out) / "report.html"
+    else:
+        out_path = Path(out)
+    return write_report(rows, run=run_dir.name, out_path=out_path, meta=meta)
 
 
 def write_report(rows: list[ShapeRow], *, run: str, out_path: str | Path, meta: dict | None = None) -> Path:
     out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(render(rows, run=run, out_path=out, meta=meta))
-    tmp.replace(out)
+    tmp = out.with_name(out.name + ".tmp")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(render(rows, run=run, out_path=out, meta=meta))
+        tmp.replace(out)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise ReportError(f"cannot write the report to {out}: {e.strerror or e}") from None
     return out

@@ -23,6 +23,7 @@ class ShapeState(TypedDict, total=False):
     memo_hits: int  # proposals whose source was already archived for this key
     no_kernel: int  # proposals without a usable source (parse failures, model call failures)
     failed_steps_in_row: int  # steps in a row that produced no source at all
+    last_error: str  # why the latest step without a source had none (the model's error, the parse failure)
     no_improve_steps: int  # steps in a row without a new best (plateau)
     elapsed_s: float  # time spent inside the nodes (a killed run's downtime does not count)
     tokens: dict[str, int]  # prompt_tokens, completion_tokens, summed over calls
@@ -61,6 +62,7 @@ class ShapeOutcome:
     tokens: dict[str, int] = field(default_factory=dict)
     resumed: bool = False  # this call continued a checkpointed, unfinished thread
     already_done: bool = False  # the thread had finished before this call; nothing ran
+    last_error: str = ""  # with stop_reason proposer_failing: why the model's last step gave no kernel
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

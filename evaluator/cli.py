@@ -64,7 +64,7 @@ def _common_args(p: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------------------------------------------- helpers
 
 
-def _parse_shape(values: list[str] | None) -> tuple[int, int, int]:
+def parse_shape(values: list[str] | None) -> tuple[int, int, int]:
     if values is None:
         raise UsageError("--shape M N K is required")
     try:
@@ -90,6 +90,19 @@ def _read_kernel(path: Path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise UsageError(f"{path} is not UTF-8 text; a candidate is a .cu source file") from None
+
+
+def json_target(path: Path | None) -> None:
+    """Refuse an unusable --json path before any work, not after a minute of compiling."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise UsageError(f"--json {path} is a folder; name a file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        bad = next((p for p in path.parents if p.exists() and not p.is_dir()), path.parent)
+        raise UsageError(f"--json {path}: cannot create its folder ({bad}: {e.strerror or e})") from None
 
 
 def _write_json(path: Path | None, obj: object) -> None:
@@ -119,9 +132,10 @@ def print_compile(info: R.CompileInfo, console) -> None:
     console.print(f"compile: {'ok' if info.ok else 'FAILED'} ({how}, {info.seconds:.2f} s, {info.arch}, "
                   f"nvcc {info.nvcc_version})")
     if info.kernels:
-        t = Table("kernel", "regs", "smem B", "spill st B", "spill ld B", "stack B", show_edge=False)
+        # ptxas knows only static shared memory: a kernel that sizes its own at launch (CUTLASS's) reads 0 here
+        t = Table("kernel", "regs", "static smem B", "spill st B", "spill ld B", "stack B", show_edge=False)
         for k in info.kernels:
-            t.add_row(k["name"][:70], str(k["registers"]), str(k["smem_bytes"]), str(k["spill_stores"]),
+            t.add_row(k["name"], str(k["registers"]), str(k["smem_bytes"]), str(k["spill_stores"]),
                       str(k["spill_loads"]), str(k["stack_bytes"]))
         console.print(t)
     if info.ok and info.so_path:
@@ -132,8 +146,8 @@ def print_result(res: R.EvalResult, console) -> None:
     from rich.table import Table  # noqa: PLC0415
 
     style = "green" if res.status in (R.OK, R.COMPILED) else "red"
-    m, n, k = res.shape
-    console.print(f"[{style}][bold]{res.status}[/bold][/{style}]  shape {m}x{n}x{k}  acc {res.acc}  "
+    shape = "x".join(map(str, res.shape)) if any(res.shape) else "not given"  # --compile-only needs none
+    console.print(f"[{style}][bold]{res.status}[/bold][/{style}]  shape {shape}  acc {res.acc}  "
                   f"{res.mode}/{res.profile}")
     if res.reason:
         console.print(f"reason: {res.reason}")
@@ -191,15 +205,16 @@ def _compile_record(source: str, shape: tuple[int, int, int], args: argparse.Nam
 
 def _eval(args: argparse.Namespace) -> int:
     source = _read_kernel(args.kernel)
+    json_target(args.json)
     console = _console()
     if args.compile_only:
-        shape = _parse_shape(args.shape) if args.shape is not None else (0, 0, 0)
+        shape = parse_shape(args.shape) if args.shape is not None else (0, 0, 0)
         res = _compile_record(source, shape, args)
         print_result(res, console)
         _write_json(args.json, res.to_dict())
         return 0 if res.status == R.COMPILED else 1
 
-    shape = _parse_shape(args.shape)
+    shape = parse_shape(args.shape)
     from evaluator.gpu import has_gpu  # noqa: PLC0415
 
     if not has_gpu():
@@ -224,7 +239,8 @@ def _eval(args: argparse.Namespace) -> int:
 
 def cmd_baselines(args: argparse.Namespace) -> int:
     try:
-        shape = _parse_shape(args.shape)
+        shape = parse_shape(args.shape)
+        json_target(args.json)
         from evaluator.gpu import has_gpu  # noqa: PLC0415
 
         if not has_gpu():

@@ -85,15 +85,27 @@ def best_baseline(res) -> str:
 
 
 def cmd_profile(args) -> int:
+    from evaluator.cli import NO_GPU_MESSAGE, UsageError, parse_shape, json_target
+    from evaluator.gpu import has_gpu
+
+    path = Path(args.kernel)
+    if not path.is_file():
+        print(f"cudal2 profile: error: no such kernel file: {path}", file=sys.stderr)
+        return 2
+    try:
+        shape = parse_shape(args.shape)
+        json_target(Path(args.json) if args.json else None)
+    except UsageError as e:
+        print(f"cudal2 profile: error: {e}", file=sys.stderr)
+        return 2
+    if not has_gpu():
+        print(f"cudal2 profile: {NO_GPU_MESSAGE.split('. Without')[0]}: the kernel is run under Nsight Compute.",
+              file=sys.stderr)
+        return 2
     from evaluator import record as R
     from evaluator.api import default_pool, evaluate
     from evaluator.profile import profile_baseline, profile_candidate
 
-    path = Path(args.kernel)
-    if not path.is_file():
-        print(f"error: no such kernel file: {path}", file=sys.stderr)
-        return 2
-    shape = tuple(args.shape)
     res = evaluate(path.read_text(), shape, acc=args.acc)
     if res.status != R.OK:
         print(f"not profiled: the candidate's evaluation ended with {res.status}: {res.reason}", file=sys.stderr)
@@ -122,7 +134,8 @@ def add_subcommands(sub) -> None:
     p = sub.add_parser("profile", help="Nsight Compute metrics and bottleneck of a kernel next to the best baseline's",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("kernel", metavar="KERNEL.cu")
-    p.add_argument("--shape", nargs=3, type=int, required=True, metavar=("M", "N", "K"))
+    p.add_argument("--shape", nargs=3, type=int, required=True, metavar=("M", "N", "K"),
+                   help="problem size: A is MxK, B is KxN")
     p.add_argument("--acc", choices=("fp32", "fp16"), default="fp32")
     p.add_argument("--baseline", choices=BASELINES, help="compare with this baseline instead of the fastest one")
     p.add_argument("--timeout", type=float, default=180.0, help="seconds per ncu run (default 180)")

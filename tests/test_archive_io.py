@@ -107,3 +107,22 @@ def test_export_refuses_a_foreign_nonempty_folder(run, tmp_path):
         export_archive(run.run_dir / "archive.sqlite", tmp_path / "busy")
     with pytest.raises(ArchiveIOError, match="no archive"):
         export_archive(tmp_path / "missing.sqlite", tmp_path / "x")
+    (tmp_path / "afile").write_text("mine")
+    for where in (tmp_path / "afile", tmp_path / "afile" / "sub"):
+        with pytest.raises(ArchiveIOError, match="not a folder|cannot create"):
+            export_archive(run.run_dir / "archive.sqlite", where)
+    assert (tmp_path / "afile").read_text() == "mine"
+
+
+def test_import_takes_what_propose_wrote(tmp_path):
+    from agent.cli import main
+
+    out = tmp_path / "cands"
+    assert main(["propose", "--shape", "128", "256", "512", "-n", "2", "--acc", "fp16", "--out", str(out)]) == 0
+    items = plan_import(out, shape=(1, 2, 3))  # the manifest's shape wins over --shape, as for an export
+    assert len(items) == 2
+    assert {it.shape for it in items} == {(128, 256, 512)} and {it.acc for it in items} == {"fp16"}
+    assert all(it.claimed["family"] and it.claimed["proposer"].startswith("builtin") for it in items)
+    (out / "manifest.json").write_text(json.dumps({"shape": [1, 1, 1]}))
+    with pytest.raises(ArchiveIOError, match="not a manifest of `cudal2 archive export` or `cudal2 propose`"):
+        plan_import(out)

@@ -151,6 +151,38 @@ def test_progress_archive_finals_and_global_seeding(tmp_path):
     assert [r for r in log_records(tmp_path / "calls.jsonl")[n_before:] if r["op"] == "eval"] == []
 
 
+def test_an_unreachable_model_fails_the_campaign_with_its_reason(tmp_path):
+    """The real OpenAI backend against a port nothing listens on: the shape stops after three steps without a kernel,
+    and the campaign says why and exits non-zero instead of reporting the shape finished."""
+    import socket
+
+    from rich.console import Console
+
+    from agent.campaign_cli import finish_campaign
+    from agent.config import ModelConfig
+
+    with socket.socket() as s:  # a free port, closed again: connections to it are refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    model = ModelConfig(backend="openai", base_url=f"http://127.0.0.1:{port}/v1", model_name="m", max_attempts=1,
+                        timeout_s=5, backoff_initial_s=0.01)
+    cfg = CampaignConfig(run="down", shapes=[(64, 64, 64)], budget_candidates=4, runs_dir=tmp_path / "runs",
+                         global_archive=None, n_per_step=2)
+    buf = io.StringIO()
+    rc = finish_campaign(cfg, ReplaySeam(tmp_path / "calls.jsonl"), model, console=Console(file=buf, width=300),
+                         live=False)
+    out = buf.getvalue()
+    assert rc == 1, out
+    assert "[64x64x64] failed" in out and "0 shape(s) finished, 1 failed" in out
+    assert "the model gave no kernel in 3 steps in a row" in out and f"127.0.0.1:{port}" in out
+    assert "errors.log" not in out  # no trace to point at: the reason is the whole story
+    assert log_records(tmp_path / "calls.jsonl") == []
+    # The same command once the model answers again: the shape goes on where it stopped, with its whole budget.
+    summary = run_campaign(cfg, seam=ReplaySeam(tmp_path / "calls.jsonl"), make_proposer=ScriptedProposer,
+                           console=Console(file=io.StringIO()), live=False)
+    assert not summary["failures"] and summary["shapes"]["64x64x64"]["candidates"] == 4
+
+
 def test_confirm_top_zero_keeps_the_search_s_fastest(tmp_path):
     """--confirm-top 0: no second measurements; with one final repeat each shape's winner is measured once per final
     mode only."""

@@ -112,6 +112,24 @@ def test_bad_files_and_arch_are_clear_errors(tmp_path, capsys):
     assert "not a GPU architecture" in capsys.readouterr().err
     assert main(["eval", str(KERNELS / "reference_naive.cu")]) == 2
     assert "--shape M N K is required" in capsys.readouterr().err
+    # an unusable --json is refused before the compile, which can take a minute
+    (tmp_path / "afile").write_text("mine")
+    for bad, msg in ((tmp_path / "afile" / "x.json", f"cannot create its folder ({tmp_path / 'afile'}"),
+                     (tmp_path, "is a folder")):
+        assert main(["eval", str(KERNELS / "reference_naive.cu"), "--compile-only", "--arch", "sm_90a", "--json",
+                     str(bad)]) == 2
+        r = capsys.readouterr()
+        assert msg in r.err and "compile" not in r.out, (r.out, r.err)
+    assert (tmp_path / "afile").read_text() == "mine"
+
+
+@no_gpu_only
+def test_profile_without_gpu_says_a_gpu_is_needed(tmp_path, capsys):
+    assert main(["profile", str(KERNELS / "reference_naive.cu"), "--shape", "64", "64", "64"]) == 2
+    err = capsys.readouterr().err
+    assert "a CUDA GPU is needed" in err and "Nsight Compute" in err
+    assert main(["profile", str(KERNELS / "reference_naive.cu"), "--shape", "64", "0", "64"]) == 2
+    assert "N must be positive" in capsys.readouterr().err
 
 
 def test_quick_and_paper_are_exclusive(capsys):

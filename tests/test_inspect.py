@@ -37,6 +37,7 @@ def test_run_overview(run):
 
 def test_shape_and_step_views(run):
     out = show(run, shape=(64, 64, 64))
+    assert "64x64x64: 3 steps" in out  # as the overview counts them: the re-measurements (step "–") are no step
     assert "propose → evaluate → record" in out and "compile_error×1" in out and "incorrect×1" in out
     step = show(run, shape=(64, 64, 64), step=1)
     # The archived record behind each evaluation: checks, timings, NCU metrics, and the kernel itself.
@@ -54,6 +55,9 @@ def test_diff_between_steps(run):
 def test_errors_are_clear(run, tmp_path):
     with pytest.raises(InspectError, match="no transcript for run"):
         show(run.__class__(run="nope", shapes=[(1, 1, 1)], runs_dir=run.runs_dir))
+    with pytest.raises(InspectError) as ei:
+        inspect_run(str(tmp_path), runs_dir=run.runs_dir)  # an absolute folder: looked for in one place
+    assert str(ei.value).count("transcript.jsonl") == 1
     with pytest.raises(InspectError, match="shapes present: 64x64x64, 128x256x512"):
         show(run, shape=(1, 2, 3))
     with pytest.raises(InspectError, match="steps present"):

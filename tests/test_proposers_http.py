@@ -330,3 +330,31 @@ def test_propose_cli_bad_input(tmp_path, capsys):
         rc = main(["propose", "--shape", "8", "8", "8", "-n", "1", "--out", str(tmp_path / "o"), "--model",
                    "openai", "--base-url", server.base_url + "/v1", "--no-retrieval"])
     assert rc == 1 and "0 candidate(s)" in capsys.readouterr().out
+
+
+def test_propose_cli_refuses_before_asking_the_model(tmp_path, capsys, monkeypatch):
+    from agent.cli import main
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    shape = ["--shape", "128", "256", "512"]
+    cases = [
+        (["--out", str(tmp_path / "a"), "--model", "openai", "--base-url", "https://llm.example.com/v1"],
+         "$OPENAI_API_KEY, which is not set"),
+        (["--out", str(tmp_path / "a"), "--model", "openai", "--base-url", "notaurl"], "is not an http(s) URL"),
+        (["--out", str(tmp_path / "a"), "--base-url", "http://127.0.0.1:8000/v1"], "the builtin policy uses none"),
+        (["--out", str(tmp_path / "a"), "--arch", "sm_75"], "kernel families for sm_90a"),
+        (["--out", str(tmp_path / "afile" / "sub")], "cannot create the folder"),
+    ]
+    (tmp_path / "afile").write_text("mine")
+    for flags, msg in cases:
+        assert main(["propose", *shape, "-n", "1", *flags]) == 2, flags
+        err = capsys.readouterr().err
+        assert msg in err and "Traceback" not in err, (flags, err)
+    assert not (tmp_path / "a").exists() and (tmp_path / "afile").read_text() == "mine"
+    out = tmp_path / "cands"
+    assert main(["propose", *shape, "-n", "2", "--out", str(out)]) == 0
+    assert "retrieval" not in capsys.readouterr().err  # the builtin policy reads none: no note about it
+    before = {f.name: f.read_bytes() for f in out.iterdir()}
+    assert main(["propose", "--shape", "64", "64", "64", "-n", "2", "--out", str(out)]) == 2
+    assert "already holds proposed candidates" in capsys.readouterr().err
+    assert {f.name: f.read_bytes() for f in out.iterdir()} == before

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.report import ShapeRow, render, report_run, summarise, write_report
+from agent.report import ReportError, ShapeRow, render, report_run, summarise, write_report
 from evaluator.record import CheckOutcome, EvalResult, Timing
 
 BASELINES = ["torch", "cublas-NN", "cublas-TN", "cublaslt-heuristic-NN", "cublaslt-heuristic-TN",
@@ -199,3 +199,12 @@ def test_report_of_a_campaign_run(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "agent.cli", "report", "nope", "--runs-dir", str(tmp_path)],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "no archive for run" in bad.stderr
+    # -o: a folder (existing, or named with a trailing slash) gets report.html inside; an unwritable path is an error
+    (tmp_path / "dir").mkdir()
+    assert report_run(cfg.run, runs_dir=cfg.runs_dir, out=tmp_path / "dir") == tmp_path / "dir" / "report.html"
+    assert report_run(cfg.run, runs_dir=cfg.runs_dir, out=f"{tmp_path}/new/") == tmp_path / "new" / "report.html"
+    (tmp_path / "afile").write_text("mine")
+    with pytest.raises(ReportError, match="cannot write the report"):
+        report_run(cfg.run, runs_dir=cfg.runs_dir, out=tmp_path / "afile" / "r.html")
+    assert (tmp_path / "afile").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".tmp") == []
