@@ -23,6 +23,7 @@ import itertools
 import json
 import math
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -241,6 +242,18 @@ class CampaignDB:
 
 # ---------------------------------------------------------------- the campaign
 
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def check_run_place(run: str, runs_dir: str | Path) -> None:
+    """A run is a folder directly under runs_dir: its name must not climb out of it or hide in it."""
+    if not _RUN_NAME.fullmatch(run or ""):
+        raise CampaignError(f"run name {run!r}: use letters, digits, '.', '_' and '-', starting with a letter or "
+                            "digit (the run folder is RUNS_DIR/NAME; choose it with --run NAME)")
+    if Path(runs_dir).exists() and not Path(runs_dir).is_dir():
+        raise CampaignError(f"--runs-dir {runs_dir} exists and is not a folder")
+
+
 @dataclass
 class CampaignConfig:
     run: str
@@ -262,6 +275,7 @@ class CampaignConfig:
     lanes: int | None = None  # shapes worked on at once; None: the seam's (two per GPU)
 
     def __post_init__(self):
+        check_run_place(self.run, self.runs_dir)
         if not isinstance(self.final_repeats, int) or self.final_repeats < 1:
             raise CampaignError(f"final_repeats must be a whole number ≥ 1, got {self.final_repeats!r}")
 

@@ -122,12 +122,13 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------- campaign
 
 def cmd_campaign(args: argparse.Namespace) -> int:
-    from agent.campaign import CampaignConfig, CampaignError, EvaluatorSeam, global_archive_path
+    from agent.campaign import CampaignConfig, CampaignError, EvaluatorSeam, check_run_place, global_archive_path
     from agent.config import ConfigError, load_model_config
     from agent.shapes import ShapeFileError, load_shapes
 
     try:
         shapes = load_shapes(args.shapes)
+        check_run_place(args.run or Path(args.shapes).stem, args.runs_dir)
         model = load_model_config(args)
         model.api_key()  # a missing key is bad input: say so before anything runs
         final_modes = tuple(m for m in args.final_modes.split(",") if m)
@@ -227,12 +228,13 @@ def _run_dir_of(db: Path) -> Path | None:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from agent.archive_io import ArchiveIOError, import_archive, plan_import
-    from agent.campaign import CampaignError, EvaluatorSeam, global_archive_path
+    from agent.campaign import CampaignError, EvaluatorSeam, check_run_place, global_archive_path
     from evaluator.gpu import has_gpu
 
     try:
+        check_run_place(args.run, args.runs_dir)
         plan = plan_import(Path(args.dir), shape=tuple(args.shape) if args.shape else None, acc=args.acc)
-    except ArchiveIOError as e:
+    except (ArchiveIOError, CampaignError) as e:
         return _err(str(e))
     if not has_gpu():
         print(f"cudal2 archive import re-evaluates every kernel ({len(plan)} found in {args.dir}) and needs a CUDA "

@@ -318,6 +318,17 @@ def test_cli_bad_shape_file_names_the_line(tmp_path):
     assert f"{bad}:3:" in r.stderr and "three integers" in r.stderr
 
 
+def test_cli_refuses_a_run_name_that_leaves_runs_dir(tmp_path):
+    (tmp_path / "afile").write_text("mine")
+    for flags, msg in ((["--run", "../../etc"], "run name '../../etc'"), (["--run", ".hidden"], "run name"),
+                       (["--runs-dir", str(tmp_path / "afile")], "is not a folder")):
+        r = subprocess.run([sys.executable, "-m", "agent.cli", "campaign", "--shapes", "examples/shapes_small.txt",
+                            "--budget", "2", "--runs-dir", str(tmp_path / "runs"), *flags],
+                           cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "runs").exists() and (tmp_path / "afile").read_text() == "mine"
+
+
 @pytest.mark.skipif(__import__("evaluator.gpu", fromlist=["has_gpu"]).has_gpu(), reason="this machine has a GPU")
 def test_cli_without_gpu_says_so(tmp_path):
     r = subprocess.run([sys.executable, "-m", "agent.cli", "campaign", "--shapes", "examples/shapes_small.txt",
