@@ -187,7 +187,7 @@ def view_shape(events: list[Event], console: Console, shape: tuple[int, int, int
     by_step: dict[int | None, list[Event]] = defaultdict(list)
     for e in evs:
         by_step[e.step].append(e)
-    n_steps = sum(1 for s in by_step if s is not None)  # the step-less rows are the leaders' re-measurements
+    n_steps = sum(1 for s in by_step if s is not None)  # the step-less rows: the leaders measured again, the finals
     t = Table(title=f"shape {'x'.join(map(str, shape))}: {n_steps} steps", title_justify="left")
     for c in ("step", "nodes", "proposals", "statuses", *(f"vs {k}" for k in SPEEDUP_KEYS[:2])):
         t.add_column(c, justify="left" if c in ("nodes", "statuses") else "right")
