@@ -131,7 +131,8 @@ def model_config_from_dict(d: dict[str, Any], origin: str = "config") -> ModelCo
                           "variable and name it with api_key_env")
     unknown = sorted(set(d) - _FIELDS - {"model"})
     if unknown:
-        raise ConfigError(f"{origin}: unknown model setting(s) {', '.join(unknown)}; known: {', '.join(sorted(_FIELDS))}")
+        raise ConfigError(f"{origin}: unknown model setting(s) {', '.join(unknown)}; "
+                          f"known: {', '.join(sorted(_FIELDS))}")
     d = dict(d)
     if "model" in d:  # `model = "openai"` is accepted as a synonym of backend, like the CLI flag
         d.setdefault("backend", d.pop("model"))
