@@ -5,6 +5,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from evaluator.contract import MODES  # the evaluator's timing modes: offline, server, graph
+
 EXIT_BAD_INPUT = 2
 
 
@@ -50,8 +52,9 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--minutes", type=_positive_float, default=None, metavar="M",
                    help="wall-clock budget for the whole campaign, split over the shapes")
     p.add_argument("--acc", choices=["fp32", "fp16"], default="fp32", help="accumulator (default fp32)")
-    p.add_argument("--mode", choices=["offline", "server"], default="offline",
-                   help="timing mode of the search (the winner is re-measured in both at the end)")
+    p.add_argument("--mode", choices=MODES, default="offline",
+                   help="timing mode of the search (graph: offline batches replayed from a CUDA graph; the winner "
+                        "is re-measured in --final-modes at the end)")
     p.add_argument("--profile", choices=["quick", "paper"], default="quick", help="timing profile of the search")
     p.add_argument("--gpus", type=_gpu_list, default=None, metavar="0,1,...",
                    help="GPU indices (default 0; with --cluster auto: all)")
@@ -70,7 +73,8 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ncu", choices=["auto", "on", "off"], default="auto",
                    help="profile each step's fastest variant with Nsight Compute (auto: when ncu is installed)")
     p.add_argument("--final-modes", default="offline,server", metavar="MODES",
-                   help="re-measure each shape's best kernel in these modes at the end ('' for none)")
+                   help="re-measure each shape's best kernel in these modes at the end (offline, server, graph; "
+                        "'' for none)")
     p.add_argument("--final-repeats", type=_positive_int, default=3, metavar="N",
                    help="separate evaluations of each final measurement; reports take their median (default 3: "
                         "one evaluation's CI misses the spread between evaluations)")
@@ -96,7 +100,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--shape", type=int, nargs=3, metavar=("M", "N", "K"),
                    help="shape for .cu files the manifest does not describe")
     i.add_argument("--acc", choices=["fp32", "fp16"], default=None, help="override the manifest's accumulator")
-    i.add_argument("--mode", choices=["offline", "server"], default="offline")
+    i.add_argument("--mode", choices=MODES, default="offline")
     i.add_argument("--gpu", type=int, default=0, help="GPU index (default 0)")
     i.add_argument("--no-global", action="store_true", help="do not add them to the global archive")
     i.set_defaults(func=cmd_import)
@@ -132,9 +136,9 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         model = load_model_config(args)
         model.api_key()  # a missing key is bad input: say so before anything runs
         final_modes = tuple(m for m in args.final_modes.split(",") if m)
-        bad = [m for m in final_modes if m not in ("offline", "server")]
+        bad = [m for m in final_modes if m not in MODES]
         if bad:
-            raise CampaignError(f"--final-modes: unknown mode(s) {bad}; use offline and/or server")
+            raise CampaignError(f"--final-modes: unknown mode(s) {bad}; use offline, server and/or graph")
     except (ShapeFileError, ConfigError, CampaignError) as e:
         return _err(str(e))
     from evaluator.gpu import has_gpu

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import jinja2
 
+from evaluator.contract import MODES  # the report's mode sections, in this order
 from evaluator.record import EvalResult
 
 # (label, EvalResult.baselines key or '-max' name); the paper's four families, each NN, TN and max.
@@ -32,7 +33,6 @@ PLOT_SERIES = [("torch.matmul", "torch", "#6b7280"), ("cuBLAS max", "cublas-max"
                ("cuBLASLt-heuristic max", "cublaslt-heuristic-max", "#d97706"),
                ("cuBLASLt-AutoTuning max", "cublaslt-autotune-max", "#dc2626")]
 SELECT_BY = "cublaslt-autotune-max"  # the strongest baseline decides which variant is a shape's best
-MODES = ("offline", "server")
 
 _TEMPLATE_DIR = Path(__file__).resolve().parents[1] / "prompts"
 _TEMPLATE = "report.html.j2"

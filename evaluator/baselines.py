@@ -32,7 +32,9 @@ class NativeCallable:
     def call(self, ops: OperandSet) -> int:
         return self.nat.call(self.cid, *ops.args)
 
-    def time(self, ops: OperandSet, reps: int, hold: bool = True, sep: bool = False) -> float:
+    def time(self, ops: OperandSet, reps: int, hold: bool = True, sep: bool = False, graph: bool = False) -> float:
+        if graph:
+            return self.nat.time_graph(self.cid, *ops.args, reps, sep)
         return self.nat.time_batch(self.cid, *ops.args, reps, hold, sep)
 
 

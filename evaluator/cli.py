@@ -51,7 +51,8 @@ def _shape_arg(p: argparse.ArgumentParser, required: bool) -> None:
 def _common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--acc", choices=contract.ACCUMULATORS, default="fp32", help="accumulator class (default fp32)")
     p.add_argument("--mode", choices=contract.MODES, default="offline",
-                   help="offline: back-to-back calls; server: random gaps between calls (default offline)")
+                   help="offline: back-to-back calls; server: random gaps between calls; graph: offline batches "
+                        "replayed from a CUDA graph (default offline)")
     prof = p.add_mutually_exclusive_group()
     prof.add_argument("--quick", dest="profile", action="store_const", const="quick",
                       help="short warm-up and timing (the search loop's setting; default)")

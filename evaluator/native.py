@@ -63,6 +63,7 @@ _SIGS = {
     "cl2_record": (c_int, [c_int]),
     "cl2_elapsed_ms": (c_float, []),
     "cl2_time_batch": (c_double, [c_int, c_void_p, c_void_p, c_void_p, c_void_p, c_int, c_int, c_int, POINTER(c_int)]),
+    "cl2_time_graph": (c_double, [c_int, c_void_p, c_void_p, c_void_p, c_void_p, c_int, c_int, POINTER(c_int)]),
     "cl2_separator": (c_int, []),
     "cl2_escape_probe": (c_int, [c_int, c_void_p, c_void_p, c_void_p, c_void_p, c_int, POINTER(c_double)]),
 }
@@ -128,6 +129,14 @@ class Native:
         cid < 0 times separators alone."""
         st = c_int(0)
         ms = self.lib.cl2_time_batch(cid, a, b, bc, c, reps, int(hold), int(sep), ctypes.byref(st))
+        if st.value != 0 or ms < 0:
+            raise CallFailed(st.value, self.lib.cl2_last_error().decode(errors="replace"))
+        return ms
+
+    def time_graph(self, cid: int, a: int, b: int, bc: int, c: int, reps: int, sep: bool = False) -> float:
+        """As time_batch, the batch captured once into a CUDA graph and replayed."""
+        st = c_int(0)
+        ms = self.lib.cl2_time_graph(cid, a, b, bc, c, reps, int(sep), ctypes.byref(st))
         if st.value != 0 or ms < 0:
             raise CallFailed(st.value, self.lib.cl2_last_error().decode(errors="replace"))
         return ms

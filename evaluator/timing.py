@@ -6,7 +6,11 @@ idle GPU time. Every offline call is followed by an ordinary empty kernel (the s
 alone in the same round, is subtracted: a candidate launched with programmatic dependent launch overlaps its launch
 with the kernel before it, as it would in any stream, but never with its own previous call. For launches without
 PDL the separator adds its time and nothing else (measured on the H200: +0.00-0.01 us). Server mode leaves the GPU
-idle for a random exponential gap before each single call and does not count the gap. Speedups are per-round
+idle for a random exponential gap before each single call and does not count the gap. Graph mode is offline mode
+with each batch (separators included) captured once into a CUDA graph and replayed, as a caller that replays graphs
+runs it: a graph leaves less gap between kernels, so launch overlap is worth less there. torch is not timed in it
+(its Python call cannot be captured from the worker's native side), and a power-limited shape is timed
+power-steady with plain launches, as offline (a graph changes nothing in a 0.1-5 ms call). Speedups are per-round
 ratios t_baseline / t_candidate, averaged as in the paper (eq. 2), with the median and a 95% bootstrap interval
 over rounds.
 
@@ -89,7 +93,7 @@ def steady_reason(mode: str, base_ms: list[float], callables: dict[str, object],
     """Why an offline measurement is timed power-steady, or None. A shape is power-limited when its fastest baseline
     takes at least `steady_min_ms` a call, or when cuBLASLt-AutoTuning's pick ran `steady_gap` times slower held
     than in the screening's bursts (256x2048x16384 on the H200: 36 us a call held, 32 in bursts)."""
-    if mode != "offline" or not base_ms:
+    if mode not in ("offline", "graph") or not base_ms:
         return None
     if min(base_ms) >= prof.steady_min_ms:
         return f"the fastest baseline takes {min(base_ms):.3f} ms a call"
@@ -120,6 +124,10 @@ def settle(callables: dict[str, object], cand_name: str, ops: OperandSet, reps: 
 def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: OperandSet, mode: str, prof: Profile,
             rng: random.Random, progress: Callable[[str], None]) -> tuple[dict[str, list[float]], dict]:
     """Returns per-callable lists of per-round times in microseconds (same length, aligned by round)."""
+    graph_out: list[str] = []
+    if mode == "graph":
+        graph_out = [n for n, c in callables.items() if not hasattr(c, "cid")]
+        callables = {n: c for n, c in callables.items() if n not in graph_out}
     hold = {name: True for name in callables}
     est: dict[str, float] = {}
     for name, c in callables.items():
@@ -139,12 +147,14 @@ def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: Oper
         calls = {n: steady_calls(prof, est[n]) for n in callables}
         lead = {n: c[0] for n, c in calls.items()}
         reps = {n: c[1] for n, c in calls.items()}
-    elif mode == "offline":
+    elif mode in ("offline", "graph"):
         reps = {n: held_calls(prof.batch_target_ms, est[n]) for n in callables}
     else:
         reps = {n: 1 for n in callables}
-    sep = mode == "offline"
-    warm_s = settle({n: _Held(c, hold[n], sep) for n, c in callables.items()}, cand_name, ops, reps, prof, progress)
+    sep = mode in ("offline", "graph")
+    graph = mode == "graph" and not steady
+    warm_s = settle({n: _Held(c, hold[n], sep, graph) for n, c in callables.items()}, cand_name, ops, reps, prof,
+                    progress)
     if sep:
         est_sep = max(nat.time_batch(-1, *ops.args, 1, True, True), 1e-4)
         reps_sep = held_calls(prof.batch_target_ms, est_sep)
@@ -164,8 +174,12 @@ def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: Oper
         for name in order:
             if mode == "server":
                 time.sleep(rng.expovariate(1.0 / (prof.server_gap_ms / 1e3)))
-            if name == SEPARATOR:
+            if name == SEPARATOR and graph:
+                raw[name] = 1e3 * nat.time_graph(-1, *ops.args, reps_sep, True)
+            elif name == SEPARATOR:
                 raw[name] = 1e3 * nat.time_batch(-1, *ops.args, reps_sep, True, True)
+            elif graph:
+                raw[name] = 1e3 * callables[name].time(ops, reps[name], True, sep, True)
             else:
                 if steady:  # reach this callable's own power state; unheld, so any number of calls can queue
                     callables[name].time(ops, lead[name], False, sep)
@@ -177,6 +191,8 @@ def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: Oper
         rounds += 1
     meta = {"rounds": rounds, "warmup_s": round(warm_s, 3), "reps": reps,
             "unheld": [n for n in callables if not hold[n]], "mode": mode}
+    if mode == "graph":
+        meta["graph"] = {"replayed": graph, "not_timed": graph_out}
     if sep:
         meta["separator_us"] = round(float(np.median(sep_us)), 3)
     if steady:
@@ -186,10 +202,12 @@ def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: Oper
 
 
 class _Held:
-    def __init__(self, c, hold: bool, sep: bool):
-        self.c, self.hold, self.sep = c, hold, sep
+    def __init__(self, c, hold: bool, sep: bool, graph: bool = False):
+        self.c, self.hold, self.sep, self.graph = c, hold, sep, graph
 
     def time(self, ops, reps):
+        if self.graph:
+            return self.c.time(ops, reps, True, self.sep, True)
         return self.c.time(ops, reps, self.hold, self.sep)
 
 

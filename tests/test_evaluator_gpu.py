@@ -57,6 +57,24 @@ def test_server_mode_times_single_calls(pool):
     assert set(r.candidate.detail["timing"]["reps"].values()) == {1}
 
 
+def test_graph_mode_replays_batches_from_a_cuda_graph(pool):
+    """Graph mode: offline batches (separators included) captured once and replayed; torch, whose Python call the
+    native side cannot capture, is left out. A PDL kernel (hopper_raw) and a plain one both pass every check."""
+    from agent import families
+
+    raw = families.render("hopper_raw", {"tile_m": 128, "tile_n": 256, "stages": 4, "group": 1, "acc": "fp32",
+                                         "epi": "tma", "pdl": True}, (1000, 1008, 520), "sm_90a")
+    for src, shape in (((KERNELS / "reference_wmma.cu").read_text(), (512, 512, 512)), (raw, (1000, 1008, 520))):
+        r = evaluate(src, shape, mode="graph", pool=pool)
+        assert r.status == R.OK, (r.status, r.reason)
+        assert all(c.passed for c in r.checks)
+        meta = r.candidate.detail["timing"]
+        assert meta["mode"] == "graph" and meta["graph"] == {"replayed": True, "not_timed": ["torch"]}
+        assert meta["reps"]["candidate"] > 1 and meta["separator_us"] > 0
+        assert "torch" not in r.baselines and r.speedup("cublaslt-autotune-max") is not None
+        assert R.EvalResult.from_json(r.to_json()) == r
+
+
 def test_big_shape_is_timed_power_steady(pool):
     # cuBLAS takes ~0.1 ms here: past the quick profile's 0.05 ms, so every timed batch follows a lead-in of the
     # same callable (docs/evaluator.md, power-steady timing) and only the speedup targets are timed.
