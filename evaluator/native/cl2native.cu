@@ -616,6 +616,22 @@ int cl2_separator() {
   return 0;
 }
 
+// The end of a timed batch whose work `e` says was queued: the second event, the hold released, milliseconds per
+// call (negative on error, with the status in *status).
+static double per_call_ms(cudaError_t e, const char* what, int reps, int* status) {
+  cudaEventRecord(g_ev1, g_stream);
+  cl2_release();
+  if (e == cudaSuccess) e = cudaEventSynchronize(g_ev1);
+  if (e != cudaSuccess) {
+    *status = (int)e;
+    fail(what, (int)e);
+    return -1;
+  }
+  float ms = 0;
+  cudaEventElapsedTime(&ms, g_ev0, g_ev1);
+  return (double)ms / reps;
+}
+
 // Times `reps` back-to-back calls of one callable between two events, after a held start so that host launch
 // cost is hidden (offline mode); `sep` puts the separator after every call, and id < 0 times separators alone.
 // Returns milliseconds per call, or a negative value on error (rc in *status).
@@ -637,17 +653,7 @@ double cl2_time_batch(int id, const void* A, const void* B, const void* Bc, void
       return -1;
     }
   }
-  cudaEventRecord(g_ev1, g_stream);
-  cl2_release();
-  cudaError_t e = cudaEventSynchronize(g_ev1);
-  if (e != cudaSuccess) {
-    *status = (int)e;
-    fail("timed batch", (int)e);
-    return -1;
-  }
-  float ms = 0;
-  cudaEventElapsedTime(&ms, g_ev0, g_ev1);
-  return (double)ms / reps;
+  return per_call_ms(cudaSuccess, "timed batch", reps, status);
 }
 
 // Graph mode: the same batch captured once into a CUDA graph and replayed, as a caller that replays graphs runs it.
@@ -712,18 +718,7 @@ double cl2_time_graph(int id, const void* A, const void* B, const void* Bc, void
     return -1;
   }
   cudaEventRecord(g_ev0, g_stream);
-  cudaError_t e = cudaGraphLaunch(exec, g_stream);
-  cudaEventRecord(g_ev1, g_stream);
-  cl2_release();
-  if (e == cudaSuccess) e = cudaEventSynchronize(g_ev1);
-  if (e != cudaSuccess) {
-    *status = (int)e;
-    fail("graph replay", (int)e);
-    return -1;
-  }
-  float ms = 0;
-  cudaEventElapsedTime(&ms, g_ev0, g_ev1);
-  return (double)ms / reps;
+  return per_call_ms(cudaGraphLaunch(exec, g_stream), "graph replay", reps, status);
 }
 
 // Escaped-work probe: event time of `reps` calls against the host wall time until the whole device is idle.
