@@ -125,7 +125,7 @@ def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: Oper
             rng: random.Random, progress: Callable[[str], None]) -> tuple[dict[str, list[float]], dict]:
     """Returns per-callable lists of per-round times in microseconds (same length, aligned by round)."""
     graph_out: list[str] = []
-    if mode == "graph":
+    if mode == "graph":  # the native side captures what it calls itself: the callables with a native id
         graph_out = [n for n, c in callables.items() if not hasattr(c, "cid")]
         callables = {n: c for n, c in callables.items() if n not in graph_out}
     hold = {name: True for name in callables}
