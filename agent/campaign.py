@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterator
 
 from agent.campaign_progress import PROGRESS_BASELINES, Progress, ShapeProgress
 from agent.shapes import Shape, shape_str
+from evaluator.contract import MODES
 from evaluator.record import EvalResult
 
 SEED_PROPOSER = "seed:global-archive"
@@ -276,6 +277,9 @@ class CampaignConfig:
 
     def __post_init__(self):
         check_run_place(self.run, self.runs_dir)
+        bad = [m for m in (self.mode, *self.final_modes) if m not in MODES]
+        if bad:
+            raise CampaignError(f"unknown timing mode(s) {bad} (--mode, --final-modes); use {', '.join(MODES)}")
         if not isinstance(self.final_repeats, int) or self.final_repeats < 1:
             raise CampaignError(f"final_repeats must be a whole number ≥ 1, got {self.final_repeats!r}")
 

@@ -126,19 +126,22 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------- campaign
 
 def cmd_campaign(args: argparse.Namespace) -> int:
-    from agent.campaign import CampaignConfig, CampaignError, EvaluatorSeam, check_run_place, global_archive_path
+    from agent.campaign import CampaignConfig, CampaignError, EvaluatorSeam, global_archive_path
     from agent.config import ConfigError, load_model_config
     from agent.shapes import ShapeFileError, load_shapes
 
-    try:
-        shapes = load_shapes(args.shapes)
-        check_run_place(args.run or Path(args.shapes).stem, args.runs_dir)
+    try:  # all bad input is refused here, before the GPU check and before a worker starts
         model = load_model_config(args)
-        model.api_key()  # a missing key is bad input: say so before anything runs
-        final_modes = tuple(m for m in args.final_modes.split(",") if m)
-        bad = [m for m in final_modes if m not in MODES]
-        if bad:
-            raise CampaignError(f"--final-modes: unknown mode(s) {bad}; use offline, server and/or graph")
+        model.api_key()
+        cfg = CampaignConfig(run=args.run or Path(args.shapes).stem, shapes=load_shapes(args.shapes), acc=args.acc,
+                             mode=args.mode, profile=args.profile,
+                             budget_candidates=None if args.minutes is not None else (args.budget or 16),
+                             budget_minutes=args.minutes, runs_dir=Path(args.runs_dir),
+                             global_archive=None if args.no_global else Path(args.global_archive
+                                                                             or global_archive_path()),
+                             final_modes=tuple(m for m in args.final_modes.split(",") if m),
+                             final_repeats=args.final_repeats, confirm_top=args.confirm_top,
+                             n_per_step=args.per_step, lanes=args.lanes)
     except (ShapeFileError, ConfigError, CampaignError) as e:
         return _err(str(e))
     from evaluator.gpu import has_gpu
@@ -158,14 +161,6 @@ def cmd_campaign(args: argparse.Namespace) -> int:
             seam = EvaluatorSeam(args.gpus or [0], ncu=ncu)
     except (ConfigError, CampaignError) as e:
         return _err(str(e))
-    cfg = CampaignConfig(run=args.run or Path(args.shapes).stem, shapes=shapes, acc=args.acc, mode=args.mode,
-                         profile=args.profile,
-                         budget_candidates=None if args.minutes is not None else (args.budget or 16),
-                         budget_minutes=args.minutes, runs_dir=Path(args.runs_dir),
-                         global_archive=None if args.no_global else Path(args.global_archive or global_archive_path()),
-                         final_modes=final_modes, final_repeats=args.final_repeats, confirm_top=args.confirm_top,
-                         n_per_step=args.per_step,
-                         lanes=args.lanes)
     retrieve_fn = None if args.no_retrieval or model.backend == "builtin" else _retriever()
     return finish_campaign(cfg, seam, model, retrieve_fn)
 

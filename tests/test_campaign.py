@@ -321,7 +321,8 @@ def test_cli_bad_shape_file_names_the_line(tmp_path):
 def test_cli_refuses_a_run_name_that_leaves_runs_dir(tmp_path):
     (tmp_path / "afile").write_text("mine")
     for flags, msg in ((["--run", "../../etc"], "run name '../../etc'"), (["--run", ".hidden"], "run name"),
-                       (["--runs-dir", str(tmp_path / "afile")], "is not a folder")):
+                       (["--runs-dir", str(tmp_path / "afile")], "is not a folder"),
+                       (["--final-modes", "offline,bogus"], "unknown timing mode(s) ['bogus']")):
         r = subprocess.run([sys.executable, "-m", "agent.cli", "campaign", "--shapes", "examples/shapes_small.txt",
                             "--budget", "2", "--runs-dir", str(tmp_path / "runs"), *flags],
                            cwd=REPO, capture_output=True, text=True, timeout=120)
