@@ -14,8 +14,9 @@ from pathlib import Path
 from evaluator import contract
 from evaluator import record as R
 
-NO_GPU_MESSAGE = ("a CUDA GPU is needed to run, check and time a kernel, and none is visible on this machine. "
-                  "Without one, screen and compile only: cudal2 eval KERNEL.cu --compile-only --arch sm_90a")
+GPU_NEEDED = "a CUDA GPU is needed to run, check and time a kernel, and none is visible on this machine"
+NO_GPU_MESSAGE = (f"{GPU_NEEDED}. Without one, screen and compile only: "
+                  "cudal2 eval KERNEL.cu --compile-only --arch sm_90a")
 
 
 class UsageError(Exception):
@@ -245,7 +246,7 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         from evaluator.gpu import has_gpu  # noqa: PLC0415
 
         if not has_gpu():
-            print(f"cudal2 baselines: {NO_GPU_MESSAGE.split('. Without')[0]}.", file=sys.stderr)
+            print(f"cudal2 baselines: {GPU_NEEDED}.", file=sys.stderr)
             return 2
         from evaluator.api import time_baselines  # noqa: PLC0415
 

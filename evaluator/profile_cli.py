@@ -85,7 +85,7 @@ def best_baseline(res) -> str:
 
 
 def cmd_profile(args) -> int:
-    from evaluator.cli import NO_GPU_MESSAGE, UsageError, parse_shape, json_target
+    from evaluator.cli import GPU_NEEDED, UsageError, json_target, parse_shape
     from evaluator.gpu import has_gpu
 
     path = Path(args.kernel)
@@ -99,8 +99,7 @@ def cmd_profile(args) -> int:
         print(f"cudal2 profile: error: {e}", file=sys.stderr)
         return 2
     if not has_gpu():
-        print(f"cudal2 profile: {NO_GPU_MESSAGE.split('. Without')[0]}: the kernel is run under Nsight Compute.",
-              file=sys.stderr)
+        print(f"cudal2 profile: {GPU_NEEDED}: the kernel is run under Nsight Compute.", file=sys.stderr)
         return 2
     from evaluator import record as R
     from evaluator.api import default_pool, evaluate
