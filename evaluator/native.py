@@ -106,10 +106,10 @@ class Native:
         return h
 
     def compare(self, c_ptr: int, ref_ptr: int, n: int, exact_limit: float = 0.0) -> dict:
-        out = (c_double * 4)()
+        out = (c_double * 5)()
         self.ok("compare", c_ptr, ref_ptr, n, exact_limit, out)
         return {"max_abs_diff": out[0], "nonfinite": int(out[1]), "exact_mismatches": int(out[2]),
-                "exact_eligible": int(out[3])}
+                "exact_eligible": int(out[3]), "max_abs_ref": out[4]}
 
     def count_diff(self, a: int, b: int, n_half: int) -> int:
         r = self.lib.cl2_count_diff(a, b, n_half)

@@ -20,6 +20,9 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from evaluator.contract import MODES  # noqa: E402  (offline, server, graph: the table's section order)
+
 BASELINE = "cublaslt-autotune-max"
 
 
@@ -35,6 +38,11 @@ def main() -> int:
     ap.add_argument("--per-step", type=int, default=None, help="proposals per search step (default 4)")
     ap.add_argument("--lanes", type=int, default=None, help="shapes in flight (compile parallelism)")
     ap.add_argument("--ncu", choices=["auto", "on", "off"], default="auto")
+    ap.add_argument("--mode", choices=MODES, default=None,
+                    help="timing mode of the search (default offline; graph: replayed from a CUDA graph, where the "
+                         "launch overlap that offline timing credits mostly goes)")
+    ap.add_argument("--final-modes", default=None, metavar="MODES",
+                    help="modes the winner is re-measured in (default offline,server; the search mode's first)")
     ap.add_argument("--final-repeats", type=int, default=None,
                     help="separate evaluations of each final measurement (default: the campaign's, 3)")
     ap.add_argument("--report-only", action="store_true", help="summarise an existing run")
@@ -44,13 +52,14 @@ def main() -> int:
     if a.with_run and not a.report_only:
         ap.error("--with-run only combines finished runs: add --report-only")
     chosen = {k: getattr(a, k, None) or v for k, v in _defaults().items()}
-    run = a.run or f"builtin-{chosen['acc']}-b{chosen['budget']}"
+    run = a.run or f"builtin-{chosen['acc']}-b{chosen['budget']}" + ("" if chosen["mode"] == "offline"
+                                                                       else f"-{chosen['mode']}")
     if not a.report_only:
         vars(a).update(chosen)
         cmd = [sys.executable, "-m", "agent.cli", "campaign", "--shapes", a.shapes, "--model", "builtin",
                "--budget", str(a.budget), "--acc", a.acc, "--run", run, "--runs-dir", a.runs_dir, "--no-global",
-               "--final-modes", "offline,server", "--final-repeats", str(a.final_repeats),
-               "--per-step", str(a.per_step), "--ncu", a.ncu]
+               "--mode", a.mode, "--final-modes", a.final_modes or _final_modes(a.mode),
+               "--final-repeats", str(a.final_repeats), "--per-step", str(a.per_step), "--ncu", a.ncu]
         if a.lanes:
             cmd += ["--lanes", str(a.lanes)]
         rc = subprocess.run(cmd, cwd=REPO).returncode
@@ -67,23 +76,29 @@ def main() -> int:
     except ValueError as e:
         print(f"bench_builtin_policy: {e}", file=sys.stderr)
         return 2
-    out = Path(a.out) / f"builtin_policy_{a.acc}.md"
+    out = Path(a.out) / f"builtin_policy_{a.acc}{'' if a.mode == 'offline' else '_' + a.mode}.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(md)
     print(md)
     return 0
 
 
+def _final_modes(search_mode: str) -> str:
+    """The search's own mode first, then offline and server: a graph-mode winner is also shown where the issue's
+    targets are judged."""
+    return ",".join(dict.fromkeys([search_mode, "offline", "server"]))
+
+
 def _defaults() -> dict:
     """What the campaign this script starts uses unless told (profile and confirm-top are not flags here)."""
     from agent.campaign import CampaignConfig
 
-    return {"acc": "fp32", "budget": 8, "per_step": 4, "final_repeats": CampaignConfig.final_repeats,
+    return {"acc": "fp32", "budget": 8, "per_step": 4, "mode": "offline", "final_repeats": CampaignConfig.final_repeats,
             "profile": CampaignConfig.profile, "confirm_top": CampaignConfig.confirm_top}
 
 
 # campaign.json's key for each setting the table's header names
-RECORDED = (("acc", "acc"), ("budget_candidates", "budget"), ("n_per_step", "per_step"),
+RECORDED = (("acc", "acc"), ("budget_candidates", "budget"), ("n_per_step", "per_step"), ("mode", "mode"),
             ("final_repeats", "final_repeats"), ("profile", "profile"), ("confirm_top", "confirm_top"))
 
 
@@ -143,26 +158,28 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
              if top else "the search's fastest\n  measurement chose the winner (`--confirm-top 0`)")
     # what the run asked for is not stored with it: the most evaluations any shape of the run has in a mode
     want = max((_final_count(r) for r in rows), default=0)
-    lines = [f"# Built-in policy benchmark ({a.acc} accumulation)", "",
+    search_mode = getattr(a, "mode", defaults["mode"])
+    modes = [m for m in MODES if any(r.mode == m for r in rows)]
+    lines = [f"# Built-in policy benchmark ({a.acc} accumulation"
+             + ("" if search_mode == "offline" else f", searched in {search_mode} mode") + ")", "",
              f"- device: {gpu}; date: {datetime.date.today().isoformat()}; shapes: `{a.shapes}`",
              f"- budget: {a.budget} candidates per shape, {getattr(a, 'profile', defaults['profile'])} timing "
-             f"profile during the search; {chose}; the winner",
-             "  re-measured offline and server against every baseline, interleaved in one worker process, in",
+             f"profile during the search ({search_mode} timing); {chose}; the winner",
+             f"  re-measured in {', '.join(modes) or 'no mode yet'} against every baseline, interleaved in one worker process, in",
              "  separate evaluations (\"final measurements\"; the speedup and its 95% CI are the median one's);",
              "  GPU s counts every evaluation, the second ones included; \"search measurements\" are the winner's",
              "  own measurements during the search, which chose it as the fastest and so read high",
              f"- command: `python3 scripts/bench_builtin_policy.py --shapes {a.shapes} --budget {a.budget} "
              f"--per-step {a.per_step} --acc {a.acc} --ncu {a.ncu}" + (f" --lanes {a.lanes}" if a.lanes else "")
+             + ("" if search_mode == "offline" else f" --mode {search_mode}")
              + (f" --final-repeats {reps}" if reps not in (None, defaults["final_repeats"]) else "") + "`",
              *([f"- runs combined: {', '.join(f'`{d.name}`' for d in run_dirs)} (a shape in several is taken from "
                 "the last), each run with the command above over its own shape list; this table: "
                 f"`python3 scripts/bench_builtin_policy.py --report-only --run {run_dirs[0].name} "
                 + " ".join(f"--with-run {d.name}" for d in run_dirs[1:]) + "`"] if len(run_dirs) > 1 else []),
              ""]
-    for mode in ("offline", "server"):
+    for mode in modes:
         sel = [r for r in rows if r.mode == mode]
-        if not sel:
-            continue
         s = summarise(sel, BASELINE)
         # an unfinished run: its figures without a final measurement are the search's, which chose them, so read high
         pending = [r for r in sel if r.result is not None and _awaiting_final(r)]

@@ -137,14 +137,15 @@ __global__ void half_to_float(const half* src, float* dst, size_t n) {
     dst[i] = __half2float(src[i]);
 }
 
-// out[0] = max |c - ref| over finite c (as float bits, atomicMax on the int view: non-negative floats order as ints)
-// counters: [0] non-finite c, [1] mismatches where |ref| < limit (exact mode), [2] positions with |ref| < limit
+// maxbits[0] = max |c - ref| over finite c, maxbits[1] = max |ref| (as float bits, atomicMax on the int view:
+// non-negative floats order as ints); counters: [0] non-finite c, [1] mismatches where |ref| < limit (exact mode), [2] positions with |ref| < limit
 __global__ void compare_k(const half* c, const float* ref, size_t n, float exact_limit, unsigned int* maxbits,
                           unsigned long long* counters) {
-  float m = 0.f;
+  float m = 0.f, rmax = 0.f;
   unsigned long long nonfinite = 0, mism = 0, eligible = 0;
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
     float v = __half2float(c[i]), r = ref[i];
+    rmax = fmaxf(rmax, fabsf(r));
     if (!isfinite(v)) {
       ++nonfinite;
       continue;
@@ -157,12 +158,14 @@ __global__ void compare_k(const half* c, const float* ref, size_t n, float exact
   }
   for (int o = 16; o; o >>= 1) {
     m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
+    rmax = fmaxf(rmax, __shfl_xor_sync(0xffffffff, rmax, o));
     nonfinite += __shfl_xor_sync(0xffffffff, nonfinite, o);
     mism += __shfl_xor_sync(0xffffffff, mism, o);
     eligible += __shfl_xor_sync(0xffffffff, eligible, o);
   }
   if ((threadIdx.x & 31) == 0) {
     atomicMax(maxbits, __float_as_uint(m));
+    atomicMax(maxbits + 1, __float_as_uint(rmax));
     if (nonfinite) atomicAdd(&counters[0], nonfinite);
     if (mism) atomicAdd(&counters[1], mism);
     if (eligible) atomicAdd(&counters[2], eligible);
@@ -464,22 +467,23 @@ int cl2_reference(const void* A, const void* B, float* a32, float* b32, float* c
   return 0;
 }
 
-// out: [max_abs_diff, nonfinite, exact_mismatches, exact_eligible]
+// out: [max_abs_diff, nonfinite, exact_mismatches, exact_eligible, max_abs_ref]
 int cl2_compare(const void* C, const float* cref, size_t n, float exact_limit, double* out) {
   CUDA_TRY(cudaMemsetAsync(g_counter, 0, 3 * sizeof(unsigned long long), g_stream));
-  CUDA_TRY(cudaMemsetAsync(g_fscratch, 0, sizeof(float), g_stream));
+  CUDA_TRY(cudaMemsetAsync(g_fscratch, 0, 2 * sizeof(float), g_stream));
   compare_k<<<grid_for(n), 256, 0, g_stream>>>((const half*)C, cref, n, exact_limit, (unsigned int*)g_fscratch,
                                               g_counter);
   CUDA_TRY(cudaGetLastError());
   unsigned long long cnt[3];
-  float m;
+  float m[2];
   CUDA_TRY(cudaMemcpyAsync(cnt, g_counter, sizeof(cnt), cudaMemcpyDeviceToHost, g_stream));
-  CUDA_TRY(cudaMemcpyAsync(&m, g_fscratch, sizeof(m), cudaMemcpyDeviceToHost, g_stream));
+  CUDA_TRY(cudaMemcpyAsync(m, g_fscratch, sizeof(m), cudaMemcpyDeviceToHost, g_stream));
   CUDA_TRY(cudaStreamSynchronize(g_stream));
-  out[0] = m;
+  out[0] = m[0];
   out[1] = (double)cnt[0];
   out[2] = (double)cnt[1];
   out[3] = (double)cnt[2];
+  out[4] = m[1];
   return 0;
 }
 
