@@ -87,7 +87,7 @@ def _summary(p: dict[str, Any]) -> dict[str, Any]:
 
 def build_context(archive: Archive, *, gpu_name: str, acc: str, shape, arch: str | None,
                   gpu_facts: dict[str, Any] | None = None, step: int = 0, passages: list[dict[str, Any]] | None = None,
-                  retrieval_note: str = "", neighbours_k: int = 4) -> ProposalContext:
+                  retrieval_note: str = "", neighbours_k: int = 4, mode: str = "offline") -> ProposalContext:
     """What a proposer sees for one step: the archive's variants of this key, the best two with their sources,
     the best kernels of nearby shapes, and the retrieved passages."""
     shape_l = [int(x) for x in shape]
@@ -98,7 +98,7 @@ def build_context(archive: Archive, *, gpu_name: str, acc: str, shape, arch: str
         best=ranked[0].as_history(with_source=True) if ranked else None,
         runner_up=ranked[1].as_history(with_source=True) if len(ranked) > 1 else None,
         passages=list(passages or []), retrieval_note=retrieval_note,
-        neighbours=[v.as_history() for v in archive.neighbours(gpu_name, acc, shape_l, k=neighbours_k)])
+        neighbours=[v.as_history() for v in archive.neighbours(gpu_name, acc, shape_l, k=neighbours_k)], mode=mode)
 
 
 def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, proposer: Proposer,
@@ -160,7 +160,8 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
         step = state.get("step", 0)
         ctx = build_context(archive, gpu_name=gpu_name, acc=acc, shape=shape_l, arch=arch, gpu_facts=facts,
                             step=step, passages=state.get("passages", []),
-                            retrieval_note=state.get("retrieval_note", ""), neighbours_k=neighbours_k)
+                            retrieval_note=state.get("retrieval_note", ""), neighbours_k=neighbours_k,
+                            mode=eval_kwargs.get("mode", "offline"))
         try:
             props = proposer.propose(ctx, want)
         except Exception as e:  # the builtin policy or a backend bug: record, count as a failed step

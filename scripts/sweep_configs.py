@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Time hand-picked family configs (GPU machine): render, compile in parallel, evaluate each with the project's
-evaluator (offline, quick profile, every check) and print its speedup against cuBLASLt-AutoTuning-max.
+evaluator (quick profile, every check; offline unless --mode says otherwise) and print its speedup against cuBLASLt-AutoTuning-max.
 
-    python3 scripts/sweep_configs.py SPEC.json --out DIR [--acc fp32] [--budget-s 400] [--jobs 16]
+    python3 scripts/sweep_configs.py SPEC.json --out DIR [--acc fp32] [--mode graph] [--budget-s 400] [--jobs 16]
 
 SPEC.json is a list of {"family": ..., "params": {...}, "shape": [M, N, K]}. Results go to DIR/sweep.json, one
 record per entry, as soon as each is measured, so a run cut short keeps what it finished. This is the tool for
@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from evaluator.contract import MODES  # noqa: E402
 
 BASELINE = "cublaslt-autotune-max"
 
@@ -31,6 +32,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--acc", choices=["fp32", "fp16"], default="fp32")
     ap.add_argument("--arch", default="sm_90a")
+    ap.add_argument("--mode", choices=MODES, default="offline", help="the evaluator's timing mode")
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting evaluations after this long")
     ap.add_argument("--jobs", type=int, default=None, help="parallel nvcc processes (default: CPU count)")
     a = ap.parse_args()
@@ -55,10 +57,11 @@ def main() -> int:
         if time.monotonic() - t0 > a.budget_s:
             print("time budget spent; stopping", flush=True)
             break
-        r = evaluate(src, shape, acc=a.acc, mode="offline", profile="quick", arch=a.arch)
+        r = evaluate(src, shape, acc=a.acc, mode=a.mode, profile="quick", arch=a.arch)
         sp = r.speedup(BASELINE)
         at = [t.median_us for n, t in r.baselines.items() if n.startswith("cublaslt-autotune")]
-        row = {"name": name, "family": e["family"], "params": e["params"], "shape": list(shape), "status": r.status,
+        row = {"name": name, "family": e["family"], "params": e["params"], "shape": list(shape), "mode": a.mode,
+               "status": r.status,
                "reason": r.reason[:300], "speedup": sp, "kernel_us": r.candidate.median_us if r.candidate else None,
                "autotune_us": min(at, default=None), "eval_s": round(r.wall_seconds, 2)}
         rows.append(row)

@@ -298,3 +298,34 @@ def test_a_missing_run_is_named(tmp_path):
     p = subprocess.run([sys.executable, "scripts/bench_builtin_policy.py", "--run", "r", "--with-run", "r",
                         "--runs-dir", str(tmp_path / "runs")], cwd=REPO, capture_output=True, text=True)
     assert p.returncode == 2 and "add --report-only" in p.stderr
+
+
+def test_a_run_searched_in_graph_mode_gets_its_own_table(tmp_path):
+    """A campaign timed in graph mode (--mode graph) is summarised into builtin_policy_<acc>_graph.md, with a section
+    for each mode its winners were re-measured in and the search mode in the header and the command; naming another
+    mode for that run is refused."""
+    from agent.campaign import CampaignDB
+
+    run, _, _ = _run(tmp_path)
+    (run / "campaign.json").write_text(json.dumps({"acc": "fp32", "mode": "graph", "budget_candidates": 3,
+                                                   "n_per_step": 3, "shapes": [list(SHAPE)]}))
+    best = Archive(run / "archive.sqlite").ranked("H200", "fp32", SHAPE)[0]
+    db = CampaignDB(run / "campaign.sqlite")
+    for mode, scale in (("graph", 0.9), ("offline", 0.95)):
+        db.put_final("H200", "fp32", SHAPE, mode, best.id, best.source_hash, scaled_result(best.result, scale))
+    out, shapes = tmp_path / "out", tmp_path / "shapes.txt"
+    shapes.write_text("4096 4096 4096\n")
+    cmd = [sys.executable, "scripts/bench_builtin_policy.py", "--report-only", "--run", "r", "--shapes", str(shapes),
+           "--runs-dir", str(run.parent), "--out", str(out)]
+    p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    md = (out / "builtin_policy_fp32_graph.md").read_text()
+    assert not (out / "builtin_policy_fp32.md").exists()
+    assert md.startswith("# Built-in policy benchmark (fp32 accumulation, searched in graph mode)")
+    assert "re-measured in offline, graph against every baseline" in md and "--mode graph`" in md
+    offline, graph = md.split("## graph")
+    assert "## offline" in offline and "Targets (fp32, offline" in offline and "Targets" not in graph
+    row = next(line for line in graph.splitlines() if line.startswith("| 4096 | 4096 | 4096 |"))
+    assert f"| {scaled_result(best.result, 0.9).speedup('cublaslt-autotune-max'):.3f} |" in row
+    p = subprocess.run(cmd + ["--mode", "offline"], cwd=REPO, capture_output=True, text=True)
+    assert p.returncode == 2 and "--mode offline, but run r was made with graph" in p.stderr

@@ -364,3 +364,29 @@ def test_minutes_budget_and_extending_a_finished_thread(tmp_path, monkeypatch):
     assert not more.already_done and more.stop_reason == "budget_candidates"
     assert more.candidates == 3 and more.steps == 3 and len(server.requests) == 3
     assert any(e["node"] == "extend" for e in kw["transcript"].read())
+
+
+def test_a_graph_mode_search_reaches_the_policy_and_its_kernels_go_without_pdl(tmp_path):
+    """The loop tells the proposer the timing mode it evaluates in (eval_kwargs): a search timed in CUDA graphs gets
+    kernels launched without programmatic dependent launch, which cost 1-7% there (families.common.launch_knobs)."""
+    pytest.importorskip("agent.policy")
+    from agent.proposers.builtin_backend import BuiltinProposer
+    from evaluator.record import EvalResult
+
+    recorded = RecordedEvaluator().recorded
+    tag, modes = sorted(recorded)[0], []
+
+    def replay(source, shape, *, acc="fp32", arch=None, mode="offline", **kw):
+        modes.append(mode)
+        r = EvalResult.from_dict(recorded[tag])
+        r.shape, r.acc = tuple(shape), acc
+        return r
+
+    archive = Archive(tmp_path / "a.sqlite")
+    out = run_shape((1024, 2048, 64), acc="fp32", gpu_name="H200", arch="sm_90a", run_dir=tmp_path / "r",
+                    proposer=BuiltinProposer(), evaluate_fn=replay, archive=archive,
+                    transcript=Transcript(tmp_path / "r" / "t.jsonl"), budget_candidates=6, n_per_step=3,
+                    plateau=None, eval_kwargs={"mode": "graph"})
+    assert out.evaluations == 6 and set(modes) == {"graph"}
+    hist = archive.history("H200", "fp32", (1024, 2048, 64))
+    assert len(hist) == 6 and all(v.params.get("pdl", False) is False for v in hist)

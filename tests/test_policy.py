@@ -353,3 +353,22 @@ def test_a_family_whose_every_candidate_failed_gives_up_its_slots_at_once():
     history = [_record(c, shape, status="incorrect" if c.family == "ampere_cute" else "ok") for c in first]
     nxt = pol.propose(shape, "fp16", "sm_90a", history, n=3)
     assert "ampere_cute" not in {c.family for c in nxt}
+
+
+def test_a_graph_mode_search_proposes_no_pdl_and_stays_deterministic():
+    """Replayed from a CUDA graph the launch gap PDL hides is short, and PDL kernels ran 1-7% slower there (sweep
+    r26): in graph mode no candidate uses it, mutations of a measured PDL config included; offline is unchanged."""
+    shape = (128, 16384, 64)
+    measured = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 4)
+    assert all(c.params.get("pdl") is True for c in measured if c.params.get("scheduler") != "streamk")
+    hist = [{"family": c.family, "params": c.params, "speedup": 0.9 + 0.01 * i, "status": "ok"}
+            for i, c in enumerate(measured)]
+    first = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", hist, 8, mode="graph")
+    again = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", hist, 8, mode="graph")
+    assert [(c.family, canonical(c.params)) for c in first] == [(c.family, canonical(c.params)) for c in again]
+    assert len(first) == 8 and all(c.params.get("pdl", False) is False for c in first)
+    assert any(c.rationale.startswith("mutation") for c in first)
+    for fam in ("small", "ampere_cute", "hopper_wgmma", "hopper_raw"):
+        assert all(p.get("pdl", False) is False for p in priors.priors(fam, shape, "fp32", "sm_90a", "graph"))
+    with pytest.raises(ValueError, match="mode must be one of"):
+        BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 2, mode="replay")

@@ -45,10 +45,12 @@ def normal_params(family: str, params: dict[str, Any]) -> dict[str, Any]:
     return get(family).validate(params)
 
 
-def with_launch_knobs(family: str, params: dict[str, Any], arch: str) -> dict[str, Any]:
-    """The params with the launch knobs the policy uses on `arch`, where the family supports them for this config."""
-    q = {**params, **launch_knobs(arch)}
-    return q if get(family).feasible(q, None, arch)[0] else {**params, **{k: False for k in launch_knobs(arch)}}
+def with_launch_knobs(family: str, params: dict[str, Any], arch: str, mode: str = "offline") -> dict[str, Any]:
+    """The params with the launch knobs the policy uses on `arch` in timing `mode`, where the family supports them
+    for this config."""
+    knobs = launch_knobs(arch, mode)
+    q = {**params, **knobs}
+    return q if get(family).feasible(q, None, arch)[0] else {**params, **{k: False for k in knobs}}
 
 
 def needs_cutlass(family: str) -> bool:

@@ -14,7 +14,7 @@ NEEDS_CUTLASS = True  # for cutlass/cuda_host_adapter.hpp (the driver's tensor-m
 
 DOMAIN: dict[str, tuple] = {
     "tile_m": (128, 256),  # two consumer warpgroups of tile_m/2 rows: one or two m64 wgmma atoms each
-    "tile_n": (128, 144, 160, 176, 192, 208, 224, 240, 256),
+    "tile_n": (64, 128, 144, 160, 176, 192, 208, 224, 240, 256),
     "stages": (2, 3, 4, 5, 6, 7),
     "group": (1, 2, 4, 8, 16),  # work-unit rows per band of the tile order
     # CTAs along M per cluster: 2 share each B tile, each CTA loading half and multicasting it (TMA) to both

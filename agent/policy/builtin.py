@@ -157,20 +157,24 @@ class BuiltinPolicy:
         self._parents: dict[tuple[str, str], tuple[dict, str]] = {}
         self._spilled: dict[str, list[dict]] = {}
         self._space_cache: dict[tuple, list[dict[str, Any]]] = {}
+        self._mode = "offline"
 
     # -- public -----------------------------------------------------------------------------------------------
     def propose(self, shape: Sequence[int], acc: str = "fp32", arch: str = "sm_90a",
                 history: Sequence[dict[str, Any]] = (), n: int = 8,
-                seeds: Sequence[dict[str, Any]] = ()) -> list[Candidate]:
-        from evaluator.contract import check_shape  # noqa: PLC0415 (evaluator stays importable without agent)
+                seeds: Sequence[dict[str, Any]] = (), mode: str = "offline") -> list[Candidate]:
+        from evaluator.contract import MODES, check_shape  # noqa: PLC0415 (evaluator stays importable without agent)
 
         shape = check_shape(tuple(shape))
         if acc not in ACCS:
             raise ValueError(f"acc must be one of {ACCS}, got {acc!r}")
         if arch not in ARCHS:
             raise ValueError(f"unknown arch {arch!r}; known: {', '.join(ARCHS)}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if n <= 0:
             return []
+        self._mode = mode  # the search's timing mode sets the launch knobs (families.common.launch_knobs)
         history = [h for h in history if h.get("family") in FAMILY_NAMES and isinstance(h.get("params"), dict)]
         rng = random.Random(_stable_int(self.seed, shape, acc, arch, len(history),
                                         sorted(canonical(h["params"]) for h in history)))
@@ -211,7 +215,7 @@ class BuiltinPolicy:
             if not obs[fam]:
                 # An unmeasured family starts with its priors (up to half its slots) in their listed order: the
                 # lists put first what measured best on similar shapes, which the analytic model does not know.
-                order = {canonical(normal_params(fam, p)): i for i, p in enumerate(priors.priors(fam, shape, acc, arch))}
+                order = {canonical(normal_params(fam, p)): i for i, p in enumerate(priors.priors(fam, shape, acc, arch, mode))}
                 listed = sorted((r for r in ranked if r[3].startswith("prior") and canonical(r[2]) in order),
                                 key=lambda r: order[canonical(r[2])])
                 reserved = listed[: max(1, slots[fam] // 2)]
@@ -270,7 +274,7 @@ class BuiltinPolicy:
     def _pool(self, fam, shape, acc, arch, obs, seeds, rng, wide=False) -> list[tuple[dict[str, Any], str]]:
         mod = get(fam)
         pool: list[tuple[dict[str, Any], str]] = []
-        for p in priors.priors(fam, shape, acc, arch):
+        for p in priors.priors(fam, shape, acc, arch, self._mode):
             pool.append((p, "prior (paper §5-6: BM~M, BN~N, stages~K, swizzle stride~size)"))
         for s in seeds:
             if s.get("family") != fam or not isinstance(s.get("params"), dict):
@@ -305,7 +309,7 @@ class BuiltinPolicy:
         for p, why in pool:
             try:
                 # history, seeds and mutations may come from configs measured before a launch knob existed
-                p = normal_params(fam, with_launch_knobs(fam, p, arch))
+                p = normal_params(fam, with_launch_knobs(fam, p, arch, self._mode))
             except ValueError:
                 continue  # a seed from an older or foreign archive with knobs this family no longer has
             key = canonical(p)

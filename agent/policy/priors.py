@@ -312,7 +312,7 @@ def raw_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, An
     return out
 
 
-def priors(family: str, shape: tuple[int, int, int], acc: str, arch: str) -> list[dict[str, Any]]:
+def priors(family: str, shape: tuple[int, int, int], acc: str, arch: str, mode: str = "offline") -> list[dict[str, Any]]:
     if family == "small":
         out = small_priors(shape, arch)
     elif family == "ampere_cute":
@@ -324,4 +324,4 @@ def priors(family: str, shape: tuple[int, int, int], acc: str, arch: str) -> lis
         out = raw_priors(shape) if arch == "sm_90a" and acc == "fp32" else []
     else:
         raise ValueError(family)
-    return [with_launch_knobs(family, p, arch) for p in out]
+    return [with_launch_knobs(family, p, arch, mode) for p in out]

@@ -36,6 +36,7 @@ class ProposalContext:
     passages: list[dict[str, Any]] = field(default_factory=list)  # retrieved: text, source, symbol, line, score
     retrieval_note: str = ""  # why there are no passages, when there are none
     neighbours: list[dict[str, Any]] = field(default_factory=list)  # best variants of nearby shapes (seeding)
+    mode: str = "offline"  # the evaluator's timing mode of this search (offline, server, graph)
 
     @property
     def parent_id(self) -> int | None:

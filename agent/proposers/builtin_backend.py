@@ -32,7 +32,7 @@ class BuiltinProposer(Proposer):
                  if nb.get("family") and isinstance(nb.get("params"), dict)]
         t0 = time.monotonic()
         cands = self.policy().propose(tuple(context.shape), context.acc, context.arch or "sm_90a", history, n=n,
-                                      seeds=seeds)
+                                      seeds=seeds, mode=context.mode)
         dt = time.monotonic() - t0
         out = []
         for c in cands[:n]:
