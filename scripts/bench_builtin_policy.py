@@ -172,6 +172,8 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
              f"- command: `python3 scripts/bench_builtin_policy.py --shapes {a.shapes} --budget {a.budget} "
              f"--per-step {a.per_step} --acc {a.acc} --ncu {a.ncu}" + (f" --lanes {a.lanes}" if a.lanes else "")
              + ("" if search_mode == "offline" else f" --mode {search_mode}")
+             + ("" if not modes or set(modes) == set(_final_modes(search_mode).split(","))
+                else f" --final-modes {','.join(m for m in dict.fromkeys([search_mode, *modes]) if m in modes)}")
              + (f" --final-repeats {reps}" if reps not in (None, defaults["final_repeats"]) else "") + "`",
              *([f"- runs combined: {', '.join(f'`{d.name}`' for d in run_dirs)} (a shape in several is taken from "
                 "the last), each run with the command above over its own shape list; this table: "

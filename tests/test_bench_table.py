@@ -322,7 +322,8 @@ def test_a_run_searched_in_graph_mode_gets_its_own_table(tmp_path):
     md = (out / "builtin_policy_fp32_graph.md").read_text()
     assert not (out / "builtin_policy_fp32.md").exists()
     assert md.startswith("# Built-in policy benchmark (fp32 accumulation, searched in graph mode)")
-    assert "re-measured in offline, graph against every baseline" in md and "--mode graph`" in md
+    assert "re-measured in offline, graph against every baseline" in md
+    assert "--mode graph --final-modes graph,offline`" in md  # not the default graph,offline,server
     offline, graph = md.split("## graph")
     assert "## offline" in offline and "Targets (fp32, offline" in offline and "Targets" not in graph
     row = next(line for line in graph.splitlines() if line.startswith("| 4096 | 4096 | 4096 |"))
