@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from evaluator.contract import MODES  # the evaluator's timing modes: offline, server, graph
+
 EXIT_BAD_INPUT = 2
 
 
@@ -22,6 +24,8 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-n", type=int, default=8, help="number of candidates to request (default 8)")
     p.add_argument("--acc", choices=["fp32", "fp16"], default="fp32", help="accumulator (default fp32)")
     p.add_argument("--arch", default="sm_90a", help="target architecture (default sm_90a)")
+    p.add_argument("--mode", choices=MODES, default="offline",
+                   help="the timing mode the kernels are for (graph: replayed from a CUDA graph, launched without PDL)")
     p.add_argument("--out", required=True, metavar="DIR", help="folder for the .cu files and manifest.json")
     p.add_argument("--archive", default=None, metavar="DB",
                    help="show the model this archive's variants of the shape (history, best kernel)")
@@ -88,9 +92,9 @@ def cmd_propose(args: argparse.Namespace) -> int:
         if not Path(args.archive).is_file():
             return _err(f"--archive {args.archive} does not exist")
         ctx = build_context(Archive(args.archive), gpu_name=args.gpu_name, acc=args.acc, shape=shape,
-                            arch=args.arch)
+                            arch=args.arch, mode=args.mode)
     else:
-        ctx = ProposalContext(shape=shape, acc=args.acc, arch=args.arch, gpu_name=args.gpu_name)
+        ctx = ProposalContext(shape=shape, acc=args.acc, arch=args.arch, gpu_name=args.gpu_name, mode=args.mode)
     if args.no_retrieval:
         ctx.retrieval_note = "retrieval was switched off"
     elif cfg.backend == "builtin":  # as in a campaign: the policy reads no reference material

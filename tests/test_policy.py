@@ -372,3 +372,25 @@ def test_a_graph_mode_search_proposes_no_pdl_and_stays_deterministic():
         assert all(p.get("pdl", False) is False for p in priors.priors(fam, shape, "fp32", "sm_90a", "graph"))
     with pytest.raises(ValueError, match="mode must be one of"):
         BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 2, mode="replay")
+
+
+def test_cudal2_propose_for_graph_replay_writes_kernels_without_pdl(tmp_path):
+    """`cudal2 propose --mode graph`: the candidates are for CUDA graph replay, so none launches with PDL (no
+    programmatic-serialization attribute in its host code, no griddepcontrol.wait in its kernel)."""
+    import json
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "agent.cli", "propose", "--shape", "128", "16384", "64", "--model", "builtin",
+           "-n", "4", "--no-retrieval"]
+    for mode, pdl in (("graph", False), ("offline", True)):
+        out = tmp_path / mode
+        r = subprocess.run([*cmd, "--mode", mode, "--out", str(out)], cwd=repo, capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr
+        cands = json.loads((out / "manifest.json").read_text())["candidates"]
+        assert len(cands) == 4
+        for c in cands:
+            src = (out / c["file"]).read_text()
+            assert c["params"].get("pdl", False) is pdl and ("griddepcontrol.wait" in src) is pdl, (mode, c["name"])
