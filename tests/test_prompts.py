@@ -76,6 +76,19 @@ def test_first_step_prompt():
     text = render_step(ctx)
     check_golden("step_first.txt", text)
     assert "None yet: this is the first attempt" in text and "(No reference material: no retriever configured.)" in text
+    assert "Timing: calls back to back in one stream" in text
+
+
+def test_the_prompt_says_how_the_search_is_timed():
+    """An LLM searching in graph mode is told the launch gaps are short and PDL measured slower there, as the
+    built-in policy knows; each mode has its own line."""
+    lines = {}
+    for mode in ("offline", "server", "graph"):
+        ctx = ProposalContext(shape=(128, 16384, 64), acc="fp32", arch="sm_90a", retrieval_note="none", mode=mode)
+        lines[mode] = next(ln for ln in render_step(ctx).splitlines() if ln.startswith("Timing: "))
+    assert len(set(lines.values())) == 3
+    assert "CUDA graph" in lines["graph"] and "PDL measured up to 8% slower" in lines["graph"]
+    assert "idle gap" in lines["server"]
 
 
 def test_full_step_prompt(archive):

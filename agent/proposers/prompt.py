@@ -149,6 +149,16 @@ def passage_where(p: dict[str, Any]) -> str:
 
 # ---- the step prompt ----
 
+# What each evaluator timing mode rewards, told to the model (the built-in policy sets its launch knobs by it).
+TIMING = {
+    "offline": "calls back to back in one stream, an ordinary kernel before each; launch overlap such as "
+               "programmatic dependent launch (PDL) counts",
+    "server": "single calls after an idle gap, so there is nothing to overlap the launch with",
+    "graph": "calls replayed from a CUDA graph, where launch gaps are short already; PDL measured up to 8% slower "
+             "there, so launch without it",
+}
+
+
 def _view(ctx, top_k: int, recent: int, n_passages: int, neighbours: bool, diff: bool, ncu_all: bool,
           code_lines: int | None, cut: list[str]) -> dict[str, Any]:
     m, n, k = ctx.shape
@@ -198,7 +208,7 @@ def _view(ctx, top_k: int, recent: int, n_passages: int, neighbours: bool, diff:
         "n_failed": n_failed, "goal_baseline": GOAL_BASELINE, "gpu_name": ctx.gpu_name,
         "gpu_facts": gpu_fact_lines(ctx.gpu_facts), "baselines": baselines, "rows": rows, "profiles": profiles,
         "neighbours": nbs, "best": best, "diff": dview, "passages": passages,
-        "retrieval_note": ctx.retrieval_note, "cut": cut,
+        "retrieval_note": ctx.retrieval_note, "cut": cut, "timing": TIMING.get(ctx.mode, ctx.mode),
     }
 
 
