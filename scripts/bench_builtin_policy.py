@@ -165,7 +165,8 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
              f"- device: {gpu}; date: {datetime.date.today().isoformat()}; shapes: `{a.shapes}`",
              f"- budget: {a.budget} candidates per shape, {getattr(a, 'profile', defaults['profile'])} timing "
              f"profile during the search ({search_mode} timing); {chose}; the winner",
-             f"  re-measured in {', '.join(modes) or 'no mode yet'} against every baseline, interleaved in one worker process, in",
+             f"  re-measured in {', '.join(modes) or 'no mode yet'} against every baseline, interleaved in one "
+             "worker process, in",
              "  separate evaluations (\"final measurements\"; the speedup and its 95% CI are the median one's);",
              "  GPU s counts every evaluation, the second ones included; \"search measurements\" are the winner's",
              "  own measurements during the search, which chose it as the fastest and so read high",

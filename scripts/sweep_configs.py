@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Time hand-picked family configs (GPU machine): render, compile in parallel, evaluate each with the project's
-evaluator (quick profile, every check; offline unless --mode says otherwise) and print its speedup against cuBLASLt-AutoTuning-max.
+evaluator (quick profile, every check; offline unless --mode says otherwise) and print its speedup against
+cuBLASLt-AutoTuning-max.
 
     python3 scripts/sweep_configs.py SPEC.json --out DIR [--acc fp32] [--mode graph] [--budget-s 400] [--jobs 16]
 

@@ -312,7 +312,8 @@ def raw_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, An
     return out
 
 
-def priors(family: str, shape: tuple[int, int, int], acc: str, arch: str, mode: str = "offline") -> list[dict[str, Any]]:
+def priors(family: str, shape: tuple[int, int, int], acc: str, arch: str,
+           mode: str = "offline") -> list[dict[str, Any]]:
     if family == "small":
         out = small_priors(shape, arch)
     elif family == "ampere_cute":

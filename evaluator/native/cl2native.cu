@@ -138,7 +138,8 @@ __global__ void half_to_float(const half* src, float* dst, size_t n) {
 }
 
 // maxbits[0] = max |c - ref| over finite c, maxbits[1] = max |ref| (as float bits, atomicMax on the int view:
-// non-negative floats order as ints); counters: [0] non-finite c, [1] mismatches where |ref| < limit (exact mode), [2] positions with |ref| < limit
+// non-negative floats order as ints); counters: [0] non-finite c, [1] mismatches where |ref| < limit (exact mode),
+// [2] positions with |ref| < limit
 __global__ void compare_k(const half* c, const float* ref, size_t n, float exact_limit, unsigned int* maxbits,
                           unsigned long long* counters) {
   float m = 0.f, rmax = 0.f;
