@@ -155,6 +155,11 @@ def test_shape_constraints():
     assert "tile-rows" in hopper_raw.feasible(dict(RAW_OK, group=8), (1024, 4096, 8192), "sm_90a")[1]
     assert "sm_90a" in hopper_raw.feasible(RAW_OK, (4096, 4096, 4096), "sm_80")[1]
     assert hopper_raw.space((4096, 4096, 4096), "fp32", "sm_80") == []
+    # 128x64 (one 64x64 TMA sub-tile per consumer warpgroup) is a config, not part of the searched space
+    narrow = dict(RAW_OK, tile_n=64, epi="tma")
+    assert hopper_raw.feasible(narrow, (128, 16384, 64), "sm_90a") == (True, "")
+    assert {p["tile_n"] for p in hopper_raw.space((128, 16384, 64), "fp32", "sm_90a")} and \
+        min(p["tile_n"] for p in hopper_raw.space((128, 16384, 64), "fp32", "sm_90a")) == 128
     # a 2-CTA cluster takes two tile-rows at a time, and bands count those pairs
     assert "do not divide" in hopper_raw.feasible(dict(RAW_OK, cluster_m=2), (1100, 4096, 8192), "sm_90a")[1]
     assert "work units" in hopper_raw.feasible(dict(RAW_OK, cluster_m=2, group=4), (1024, 4096, 8192), "sm_90a")[1]
@@ -242,6 +247,7 @@ def test_sample_of_each_family_compiles_with_nvcc():
         (hopper_raw.render(dict(RAW_OK, pdl=True)), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, tile_m=256, tile_n=176, stages=3, group=8, epi="direct")), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, cluster_m=2, group=8, pdl=True, k_order="alternate")), "sm_90a"),
+        (hopper_raw.render(dict(RAW_OK, tile_n=64, stages=2, epi="tma")), "sm_90a"),
         (ampere_cute.render(dict(AMPERE_OK, pdl=True)), "sm_90a"),
         (ampere_cute.render(dict(AMPERE_OK, bm=64, bn=64, bk=32, sw_b=2, wm=2, wn=2, split_k=1, acc="fp16",
                                  epilogue="direct", reg_pipeline=False, block_swizzle=1)), "sm_80"),
