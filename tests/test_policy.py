@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.families import canonical, full_params, get
+from agent.families import canonical, full_params, get, normal_params
 from agent.policy import BuiltinPolicy, Candidate
 from agent.policy import costmodel, priors
 
@@ -394,3 +394,24 @@ def test_cudal2_propose_for_graph_replay_writes_kernels_without_pdl(tmp_path):
         for c in cands:
             src = (out / c["file"]).read_text()
             assert c["params"].get("pdl", False) is pdl and ("griddepcontrol.wait" in src) is pdl, (mode, c["name"])
+
+
+def test_graph_mode_output_bound_priors_start_with_the_kernel_measured_best_in_graphs():
+    """Small K, large output, replayed from a graph: the two-stage bk=32 tiles of sweep r24 go first, the first of
+    them exactly the kernel sweep r26 timed without PDL (the same normalised params); offline keeps its priors."""
+    import json
+
+    r26 = json.loads((Path(__file__).resolve().parents[1] / "docs/benchmarks/sweeps/result_r26_graph_pdl.json")
+                     .read_text())
+    measured = [canonical(normal_params("ampere_cute", r["params"])) for r in r26
+                if r["family"] == "ampere_cute" and r["params"]["pdl"] is False]
+    for shape in ((128, 16384, 64), (1024, 2048, 64)):
+        graph = priors.priors("ampere_cute", shape, "fp32", "sm_90a", "graph")
+        assert canonical(normal_params("ampere_cute", graph[0])) in measured
+        assert [(p["bm"], p["bn"], p["bk"], p["stages"]) for p in graph[:2]] == [(64, 64, 32, 2), (128, 64, 32, 2)]
+        offline = priors.priors("ampere_cute", shape, "fp32", "sm_90a", "offline")
+        assert (offline[0]["bm"], offline[0]["bn"], offline[0]["bk"]) == (128, 128, 64)
+        assert graph[2:] == [dict(p, pdl=False) for p in offline]
+    # K=128 already has two k-blocks of 64: unchanged but for the launch knob
+    assert priors.priors("ampere_cute", (128, 4096, 128), "fp32", "sm_90a", "graph") == \
+        [dict(p, pdl=False) for p in priors.priors("ampere_cute", (128, 4096, 128), "fp32", "sm_90a")]

@@ -255,7 +255,7 @@ def _power_bound_priors(shape: tuple[int, int, int], base: dict[str, Any], ragge
     return out
 
 
-def ampere_priors(shape: tuple[int, int, int], acc: str) -> list[dict[str, Any]]:
+def ampere_priors(shape: tuple[int, int, int], acc: str, mode: str = "offline") -> list[dict[str, Any]]:
     """The paper's prior plus, for launch-bound shapes, the 32x32 / 64x64 four-warp tiles without split-K that beat
     cuBLASLt-AutoTuning under the evaluator (1.06-1.15x on 64x64x128 ... 512x512x64)."""
     out = [ampere_prior(shape, acc)]
@@ -269,11 +269,11 @@ def ampere_priors(shape: tuple[int, int, int], acc: str) -> list[dict[str, Any]]
                             "sw_s": 3, "block_swizzle": 1, "reg_pipeline": True, "epilogue": "smem", "split_k": 1,
                             "acc": acc})
     if flop(shape) < 2 ** 31 and m * n >= 2 ** 19:
-        out = _output_bound_ampere(shape, acc) + out
+        out = _output_bound_ampere(shape, acc, mode) + out
     return out
 
 
-def _output_bound_ampere(shape: tuple[int, int, int], acc: str) -> list[dict[str, Any]]:
+def _output_bound_ampere(shape: tuple[int, int, int], acc: str, mode: str = "offline") -> list[dict[str, Any]]:
     """Small K, large output: the tiles that won our two 24-shape runs on the H200 go first (the paper's prior, a
     32-row tile there, measured 0.92 on 128x4096x128). Up to 2^20 outputs, 64x64 with bk=64 (0.985 on
     128x4096x128); above, 128x128 with bk=64 and 4 stages (0.955 on 1024x2048x64) and 64x128 with bk=32 (0.96 on
@@ -287,6 +287,13 @@ def _output_bound_ampere(shape: tuple[int, int, int], acc: str) -> list[dict[str
     wide = {**common, "bm": 128, "bn": 128, "bk": bk, "stages": 4, "block_swizzle": 4}
     narrow = {**common, "bm": 64, "bn": 128, "bk": 32, "stages": 3, "block_swizzle": 4}
     picks = [small_out, narrow] if m * n <= 2 ** 20 else [wide, narrow, small_out]
+    if mode == "graph" and k <= 64 and m * n > 2 ** 20:
+        # Replayed from a graph, two k-blocks of 32 (the second loading while the first multiplies) in two-stage
+        # 64x64 and 128x64 tiles measured best of 54 configs on 128x16384x64 and 1024x2048x64 (sweep r24: 0.898-0.914
+        # with PDL, against 0.797-0.840 for the wide tile above), 0.972 and 0.961 without PDL (sweep r26)
+        lean = {**common, "wm": 2, "wn": 2, "bk": 32, "stages": 2, "prefetch": 1, "reg_pipeline": False,
+                "block_swizzle": 1}
+        picks = [{**lean, "bm": 64, "bn": 64}, {**lean, "bm": 128, "bn": 64}] + picks
     return [q for q in picks if q["bm"] <= m and q["bn"] <= n]
 
 
@@ -317,7 +324,7 @@ def priors(family: str, shape: tuple[int, int, int], acc: str, arch: str,
     if family == "small":
         out = small_priors(shape, arch)
     elif family == "ampere_cute":
-        out = ampere_priors(shape, acc)
+        out = ampere_priors(shape, acc, mode)
     elif family == "hopper_wgmma":
         # a swizzle that CUTLASS would cap or that pads the grid is refused: keep the prior, narrower
         out = [hopper_wgmma.fit_swizzle(p, shape) for p in hopper_priors(shape, acc)] if arch == "sm_90a" else []
