@@ -215,8 +215,8 @@ class BuiltinPolicy:
             if not obs[fam]:
                 # An unmeasured family starts with its priors (up to half its slots) in their listed order: the
                 # lists put first what measured best on similar shapes, which the analytic model does not know.
-                listed_priors = priors.priors(fam, shape, acc, arch, mode)
-                order = {canonical(normal_params(fam, p)): i for i, p in enumerate(listed_priors)}
+                order = {canonical(normal_params(fam, p)): i
+                         for i, p in enumerate(priors.priors(fam, shape, acc, arch, self._mode))}
                 listed = sorted((r for r in ranked if r[3].startswith("prior") and canonical(r[2]) in order),
                                 key=lambda r: order[canonical(r[2])])
                 reserved = listed[: max(1, slots[fam] // 2)]
