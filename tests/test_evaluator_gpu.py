@@ -58,6 +58,13 @@ def test_fp16_accumulation_mode_uses_fp16_class(pool):
     assert "torch" not in dev.metrics["baselines"]  # torch accumulates in fp32: not in the fp16 class
 
 
+def test_a_result_names_the_physical_gpu_that_measured_it(pool):
+    r = evaluate((KERNELS / "reference_wmma.cu").read_text(), (64, 64, 64), pool=pool)
+    assert r.status == R.OK, r.reason
+    assert r.gpu["gpu_uuid"].startswith("GPU-") and float(r.gpu["power_limit_w"]) > 0
+    assert R.EvalResult.from_json(r.to_json()).gpu["gpu_uuid"] == r.gpu["gpu_uuid"]
+
+
 def test_server_mode_times_single_calls(pool):
     r = evaluate((KERNELS / "reference_wmma.cu").read_text(), (1024, 1024, 1024), mode="server", pool=pool)
     assert r.status == R.OK, r.reason

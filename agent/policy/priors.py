@@ -14,7 +14,7 @@ from agent.families.common import ceil_div
 
 SMALL_FLOP = 2 ** 33  # below: the launch and the k-loop latency dominate
 LARGE_FLOP = 2 ** 35  # above: wgmma tensor-core throughput dominates
-L2_BYTES = 50 * 2 ** 20  # H100 / H200: an operand larger than this streams from DRAM on every call
+L2_BYTES = 50 * 2 ** 20  # the H100's L2 (the H200 has 60 MiB): an operand this large mostly streams from DRAM
 
 
 def flop(shape: tuple[int, int, int]) -> float:
