@@ -131,6 +131,24 @@ def recorded_settings(run_dirs: list[Path], a) -> argparse.Namespace:
     return out
 
 
+def physical_gpus(rows_and_archives) -> list[str]:
+    """The UUIDs of the physical GPUs behind a table's figures, its search measurements included. A run spread over
+    lent machines is measured on several, and a tiny shape's baseline moved by up to 9% between two of them
+    (docs/benchmarks/builtin_policy.md, "Runs 22-24"). Records from before session 17 name none."""
+    seen = set()
+    for row, archive in rows_and_archives:
+        results = [row.result] + [v.result for v in archive.history(row.gpu, row.acc, row.shape)]
+        seen.update(r.gpu.get("gpu_uuid") for r in results if r is not None)
+    return sorted(u for u in seen if u)
+
+
+def _physical_note(uuids: list[str]) -> str:
+    if not uuids:
+        return ""
+    ids = ", ".join(u.removeprefix("GPU-")[:8] for u in uuids)
+    return f" ({len(uuids)} physical GPU{'s' if len(uuids) > 1 else ''}: {ids})"
+
+
 def summarise_run(run_dirs: Path | list[Path], a) -> str:
     from agent.archive import Archive
     from agent.report import collect_rows, summarise
@@ -149,6 +167,7 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
         raise ValueError("the runs were measured on different GPUs (" + ", ".join(sorted({r.gpu for r in rows}))
                          + "): one table over them would mix devices")
     gpu = rows[0].gpu if rows else "?"
+    uuids = physical_gpus(picked.values())
     if {r.acc for r in rows} - {a.acc}:
         raise ValueError(f"the runs accumulate in {', '.join(sorted({r.acc for r in rows}))}, not {a.acc}")
     defaults = _defaults()
@@ -162,7 +181,7 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
     modes = [m for m in MODES if any(r.mode == m for r in rows)]
     lines = [f"# Built-in policy benchmark ({a.acc} accumulation"
              + ("" if search_mode == "offline" else f", searched in {search_mode} mode") + ")", "",
-             f"- device: {gpu}; date: {datetime.date.today().isoformat()}; shapes: `{a.shapes}`",
+             f"- device: {gpu}{_physical_note(uuids)}; date: {datetime.date.today().isoformat()}; shapes: `{a.shapes}`",
              f"- budget: {a.budget} candidates per shape, {getattr(a, 'profile', defaults['profile'])} timing "
              f"profile during the search ({search_mode} timing); {chose}; the winner",
              f"  re-measured in {', '.join(modes) or 'no mode yet'} against every baseline, interleaved in one "

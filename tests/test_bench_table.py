@@ -330,3 +330,23 @@ def test_a_run_searched_in_graph_mode_gets_its_own_table(tmp_path):
     assert f"| {scaled_result(best.result, 0.9).speedup('cublaslt-autotune-max'):.3f} |" in row
     p = subprocess.run(cmd + ["--mode", "offline"], cwd=REPO, capture_output=True, text=True)
     assert p.returncode == 2 and "--mode offline, but run r was made with graph" in p.stderr
+
+
+def test_the_table_names_the_physical_gpus_behind_its_figures(tmp_path):
+    """Slices of one run land on different lent machines: the device line counts the physical GPUs (UUIDs) of every
+    measurement in the table, the search's included; records without a UUID (before it was recorded) add none."""
+    from agent.campaign import CampaignDB
+
+    run, _, _ = _run(tmp_path)
+    args = argparse.Namespace(acc="fp32", shapes="shapes.txt", budget=3, per_step=3, ncu="off", lanes=None)
+    assert "physical GPU" not in _bench().summarise_run(run, args)
+    a = Archive(run / "archive.sqlite")
+    best = a.ranked("H200", "fp32", SHAPE)[0]
+    searched = scaled_result(best.result, 0.5)
+    searched.gpu["gpu_uuid"] = "GPU-1111aaaa-0000-0000-0000-000000000000"
+    a.add("r", "H200", "fp32", SHAPE, kernel_source("slow"), "builtin", searched, family="hopper_wgmma")
+    final = scaled_result(best.result, 0.97)
+    final.gpu["gpu_uuid"] = "GPU-2222bbbb-0000-0000-0000-000000000000"
+    CampaignDB(run / "campaign.sqlite").put_final("H200", "fp32", SHAPE, "offline", best.id, best.source_hash, final)
+    md = _bench().summarise_run(run, args)
+    assert "- device: H200 (2 physical GPUs: 1111aaaa, 2222bbbb); date:" in md
