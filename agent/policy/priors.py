@@ -167,20 +167,10 @@ def small_priors(shape: tuple[int, int, int], arch: str = "sm_90a") -> list[dict
     return out
 
 
-def hopper_priors(shape: tuple[int, int, int], acc: str, sms: int = 132,
-                  stream_first: bool = True) -> list[dict[str, Any]]:
+def hopper_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> list[dict[str, Any]]:
     """The prior plus its raster/cluster/B-layout variants that were within 3% of cuBLAS on large shapes."""
     m, n, k = shape
     base = hopper_prior(shape, acc)
-    if stream_first and m <= 64 and 2 * n * k >= L2_BYTES:
-        # A few rows against a B larger than the L2 (64x8192x4096: 64 MB each call): a DRAM stream, where a 64x64
-        # tile puts a CTA on every SM that reads B in its row-major layout (cuBLASLt's pick there is that tile, NN,
-        # Nsight Compute in session 17). Against the 128x64 prior below, in one process each: 0.980 / 0.952 in graph
-        # replay (sweep r28), 1.025 / 0.990 offline with PDL (r30); 1.026 of cuBLASLt in graphs on another machine.
-        base = {**base, "tile_m": 64, "tile_n": 64, "tile_k": 64, "cluster_m": 1, "cluster_n": 1,
-                "schedule": "pingpong", "scheduler": "persistent", "splits": 1, "raster": "along_n", "swizzle": 1,
-                "stages": 0, "b_operand": "row", "swap_ab": True}
-        return [base] + [q for q in hopper_priors(shape, acc, sms, stream_first=False) if q != base]
 
     def plain(**kw: Any) -> dict[str, Any]:
         """The base with one CTA per cluster, the heuristic raster and no stream-K, then `kw`."""
@@ -237,6 +227,15 @@ def hopper_priors(shape: tuple[int, int, int], acc: str, sms: int = 132,
         if tiles >= 66 or ceil_div(k, 64) < 16:
             continue
         out.append(plain(tile_m=tm, tile_n=tn, schedule="cooperative", swap_ab=swap))
+    if m <= 64 and 2 * n * k >= L2_BYTES:
+        # A few rows against a B larger than the L2 (64x8192x4096: 64 MB each call): a DRAM stream, where a 64x64
+        # tile puts a CTA on every SM that reads B in its row-major layout (cuBLASLt's pick there is that tile, NN,
+        # Nsight Compute in session 17). Against the 128x64 prior above, in one process each: 0.980 / 0.952 in graph
+        # replay (sweep r28), 1.025 / 0.990 offline with PDL (r30); 1.026 of cuBLASLt in graphs on another machine.
+        stream = {**base, "tile_m": 64, "tile_n": 64, "tile_k": 64, "cluster_m": 1, "cluster_n": 1,
+                  "schedule": "pingpong", "scheduler": "persistent", "splits": 1, "raster": "along_n", "swizzle": 1,
+                  "stages": 0, "b_operand": "row", "swap_ab": True}
+        out = [stream] + [q for q in out if q != stream]
     return out
 
 
@@ -337,8 +336,7 @@ def priors(family: str, shape: tuple[int, int, int], acc: str, arch: str,
         out = ampere_priors(shape, acc, mode)
     elif family == "hopper_wgmma":
         # a swizzle that CUTLASS would cap or that pads the grid is refused: keep the prior, narrower
-        out = ([hopper_wgmma.fit_swizzle(p, shape) for p in hopper_priors(shape, acc)]
-               if arch == "sm_90a" else [])
+        out = [hopper_wgmma.fit_swizzle(p, shape) for p in hopper_priors(shape, acc)] if arch == "sm_90a" else []
     elif family == "hopper_raw":
         out = raw_priors(shape) if arch == "sm_90a" and acc == "fp32" else []
     else:
