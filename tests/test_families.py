@@ -68,6 +68,7 @@ def test_hopper_family_is_sm90a_only_and_others_run_on_sm80():
     ("hopper_raw", RAW_OK, {"tile_m": 256, "tile_n": 256}, "accumulators"),
     ("hopper_raw", RAW_OK, {"stages": 5}, "shared memory"),
     ("hopper_raw", RAW_OK, {"tile_n": 176}, "multiple of 64"),
+    ("hopper_raw", RAW_OK, {"epi": "direct", "l2_evict_first": "bc"}, "TMA epilogue"),
     ("hopper_wgmma", HOPPER_OK, {"scheduler": "batched"}, "splits >= 2"),
 ])
 def test_infeasible_configs_are_refused_before_any_compile(family, base, change, reason):
@@ -117,6 +118,22 @@ def test_hopper_raw_k_order_keeps_earlier_identities_and_reverses_only_the_produ
     assert "K_ALTERNATE = true" in alt and '"k_order":"alternate"' in alt.splitlines()[0]
     with pytest.raises(ValueError):
         hopper_raw.validate(dict(RAW_OK, k_order="backward"))
+
+
+def test_hopper_raw_l2_hint_keeps_earlier_identities_and_marks_only_the_named_copies():
+    """l2_evict_first came after run 24: "none" names and renders the same candidate as before; a letter puts the
+    cache-hint form on that operand's TMA copies (C: the epilogue's TMA stores) and on no other."""
+    assert hopper_raw.validate(dict(RAW_OK, l2_evict_first="none")) == RAW_OK
+    assert hopper_raw.render(dict(RAW_OK, l2_evict_first="none")) == hopper_raw.render(RAW_OK)
+    plain = hopper_raw.render(RAW_OK)
+    assert "EVICT_A = false" in plain and "EVICT_B = false" in plain and "EVICT_C = false" in plain
+    bc = hopper_raw.render(dict(RAW_OK, l2_evict_first="bc"))
+    assert "EVICT_A = false" in bc and "EVICT_B = true" in bc and "EVICT_C = true" in bc
+    assert "tma_load<EVICT_A>" in bc and "tma_load<EVICT_B>" in bc and "createpolicy.fractional.L2::evict_first" in bc
+    assert '"l2_evict_first":"bc"' in bc.splitlines()[0]
+    assert "EVICT_A = true" in hopper_raw.render(dict(RAW_OK, l2_evict_first="a"))
+    with pytest.raises(ValueError):
+        hopper_raw.validate(dict(RAW_OK, l2_evict_first="last"))
 
 
 def test_pdl_is_an_sm90_launch_knob_that_keeps_earlier_identities():
@@ -246,7 +263,9 @@ def test_sample_of_each_family_compiles_with_nvcc():
         (hopper_wgmma.render(dict(HOPPER_SLICED, pdl=True)), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, pdl=True)), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, tile_m=256, tile_n=176, stages=3, group=8, epi="direct")), "sm_90a"),
-        (hopper_raw.render(dict(RAW_OK, cluster_m=2, group=8, pdl=True, k_order="alternate")), "sm_90a"),
+        (hopper_raw.render(dict(RAW_OK, cluster_m=2, group=8, pdl=True, k_order="alternate",
+                                l2_evict_first="bc")), "sm_90a"),
+        (hopper_raw.render(dict(RAW_OK, l2_evict_first="ac")), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, tile_n=64, stages=2, epi="tma")), "sm_90a"),
         (ampere_cute.render(dict(AMPERE_OK, pdl=True)), "sm_90a"),
         (ampere_cute.render(dict(AMPERE_OK, bm=64, bn=64, bk=32, sw_b=2, wm=2, wn=2, split_k=1, acc="fp16",
@@ -302,6 +321,9 @@ def test_sample_of_each_family_compiles_with_nvcc():
     # K walked backward on every other work unit (4 units per CTA or pair), K not a multiple of 64
     ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=128, group=4, k_order="alternate"), (4096, 4096, 1000)),
     ("hopper_raw", dict(RAW_OK, cluster_m=2, group=2, k_order="alternate"), (4096, 4096, 1000)),
+    # L2 hints on the multicast B copies and the clipped TMA stores of C, and on A's plain copies
+    ("hopper_raw", dict(RAW_OK, cluster_m=2, group=2, l2_evict_first="bc", pdl=True), (1024, 1008, 520)),
+    ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=128, group=4, l2_evict_first="ac"), (4096, 4096, 1000)),
     # 128x64: one 64x64 TMA sub-tile per consumer warpgroup, several tiles per CTA, stores clipped at both edges
     # (sweep r25 passed every check on three output-bound shapes; this ragged one has not run yet)
     ("hopper_raw", dict(RAW_OK, tile_n=64, stages=2), (1000, 1000, 520)),

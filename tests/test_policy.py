@@ -332,9 +332,19 @@ def test_raw_priors_are_feasible_on_the_big_dev_shapes_and_band_only_beyond_one_
         ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
         assert ps and all(hopper_raw.feasible(p, shape, "sm_90a") == (True, "") for p in ps), shape
         assert ps[0]["tile_m"] == 128 and ps[0]["tile_n"] == 256 and ps[0]["epi"] == "tma"
-    # 128 tiles of 128x256 on 132 SMs: one wave, no band; 512 tiles: bands of 8 tile-rows
-    assert priors.priors("hopper_raw", (1024, 4096, 8192), "fp32", "sm_90a")[0]["group"] == 1
-    assert priors.priors("hopper_raw", (8192, 2048, 8192), "fp32", "sm_90a")[0]["group"] == 8
+    # 128 tiles of 128x256 on 132 SMs: one wave, no band; beyond one wave, bands that square a wave's footprint:
+    # 16 tile-rows of 128x256 (A panels half the bytes of B's), 8 of 256x128 and of 256x192
+    one_wave = priors.priors("hopper_raw", (1024, 4096, 8192), "fp32", "sm_90a")
+    assert one_wave[0]["group"] == 1
+    wide = priors.priors("hopper_raw", (8192, 4096, 16384), "fp32", "sm_90a")
+    assert [(p["tile_m"], p["tile_n"], p["group"]) for p in wide] == [(128, 256, 16), (256, 128, 8)]
+    assert priors.priors("hopper_raw", (4096, 12288, 16384), "fp32", "sm_90a")[-1]["group"] == 8
+    assert priors.priors("hopper_raw", (1024, 12288, 8192), "fp32", "sm_90a")[0]["group"] == 4  # 8 tile-rows in all
+    # one wave with B at least twice A: B and C stream with an evict_first hint; nowhere else
+    assert all(p["l2_evict_first"] == "bc" for p in one_wave)
+    for shape in shapes:
+        if shape != (1024, 4096, 8192):
+            assert all("l2_evict_first" not in p for p in priors.priors("hopper_raw", shape, "fp32", "sm_90a")), shape
     assert any(p["tile_n"] == 192 for p in priors.priors("hopper_raw", (4096, 12288, 16384), "fp32", "sm_90a"))
     assert priors.priors("hopper_raw", (8192, 2048, 8192), "fp16", "sm_90a") == []
     assert priors.priors("hopper_raw", (8192, 2048, 8192), "fp32", "sm_80") == []

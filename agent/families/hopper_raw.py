@@ -24,9 +24,13 @@ DOMAIN: dict[str, tuple] = {
     "epi": ("direct", "tma"),
     # alternate: a CTA walks K backward on every other work unit, so a wave starts on what the last one left in L2
     "k_order": ("forward", "alternate"),
+    # operands (and C) whose TMA copies carry an L2 evict_first hint: the streamed one, so that what the next wave
+    # reads again stays in L2 (DRAM bytes cost clock at the power limit)
+    "l2_evict_first": ("none", "a", "b", "ac", "bc", "c"),
     **LAUNCH_DOMAIN,
 }
-DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "k_order": "forward", **LAUNCH_DEFAULTS}
+DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "k_order": "forward", "l2_evict_first": "none",
+                            **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
 MAX_ACC_REGS = 192  # fp32 accumulators per consumer thread; the consumers get 232 registers (setmaxnreg)
 
@@ -50,6 +54,8 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         return False, f"{acc} fp32 accumulators per consumer thread (limit {MAX_ACC_REGS}: 232 registers in all)"
     if p.get("epi") == "tma" and p["tile_n"] % 64:
         return False, f"the TMA epilogue stores 64-column sub-tiles: tile_n={p['tile_n']} is not a multiple of 64"
+    if "c" in p.get("l2_evict_first", "none") and p.get("epi") != "tma":
+        return False, "an L2 hint on C needs the TMA epilogue (stores from registers carry none)"
     if why := smem_problem(smem_bytes(p), lim):
         return False, why
     if shape is not None:
@@ -73,7 +79,8 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
 def render(params: dict[str, Any]) -> str:
     p = validate(params)
     n = p["tile_n"] // 2  # accumulator registers of one m64 wgmma atom, spelled out for its inline assembly
-    return render_feasible(NAME, TEMPLATE, p, feasible, defaults=DEFAULTS, acc_regs=n,
+    evict = p.get("l2_evict_first", "none").replace("none", "")
+    return render_feasible(NAME, TEMPLATE, p, feasible, defaults=DEFAULTS, acc_regs=n, evict_first=evict,
                            acc_list=", ".join(f"%{i}" for i in range(n)),
                            acc_operands=", ".join(f'"+f"(d[{i}])' for i in range(n)))
 

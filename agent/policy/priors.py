@@ -306,25 +306,41 @@ def _output_bound_ampere(shape: tuple[int, int, int], acc: str, mode: str = "off
     return [q for q in picks if q["bm"] <= m and q["bn"] <= n]
 
 
-def _widest_band(unit_rows: int) -> int:
-    """The widest tile-order band up to 8 that hopper_raw accepts: it needs two bands' worth of work-unit rows."""
-    return max(g for g in (1, 2, 4, 8) if g == 1 or unit_rows >= 2 * g)
+def _widest_band(unit_rows: int, cap: int = 8) -> int:
+    """The widest tile-order band up to `cap` that hopper_raw accepts: it needs two bands' worth of work-unit rows."""
+    return max(g for g in (1, 2, 4, 8, 16) if g == 1 or (g <= cap and unit_rows >= 2 * g))
+
+
+def _square_band(tile_m: int, tile_n: int, sms: int) -> int:
+    """The band (tile-rows) that makes a wave's operand footprint smallest: a wave of `sms` tiles in bands of g rows reads
+    g A panels and sms/g B panels, each panel bytes proportional to its tile side, so g = sqrt(sms * tile_n / tile_m),
+    as a power of two. 128x256 gets 16: on 8192x4096x16384 bands of 16 measured 0.997, 0.993, 1.004 of cuBLASLt
+    against 0.983-0.996 for bands of 8 in the same sweeps (r18, r21, r32); 256x192 and 256x128 get 8."""
+    g = math.sqrt(sms * tile_n / tile_m)
+    return 2 ** round(math.log2(g))
 
 
 def raw_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
     """The hand-written kernel's tiles that matched cuBLASLt's cycles (128x256, then 256x128) with the TMA epilogue and
-    the deepest ring; beyond one wave, bands of up to 8 tile-rows (8192x2048x8192: 593.6k cycles with 8 against 591.0k
-    with 1, but at a higher clock). 256x192 where 192 divides N, as for CUTLASS. No 2-CTA cluster: it has not been timed
-    beyond one wave since its barrier fix (docs/benchmarks/sweeps/result_r17_cluster_arrive.txt)."""
-    m, n, _ = shape
+    the deepest ring; beyond one wave, bands that keep a wave's footprint square (`_square_band`). 256x192 where 192
+    divides N, as for CUTLASS. No 2-CTA cluster: it has not been timed
+    beyond one wave since its barrier fix (docs/benchmarks/sweeps/result_r17_cluster_arrive.txt).
+    A one-wave grid whose B is at least twice A streams B (and C) with an L2 evict_first hint, so A stays for the next
+    call: 1.2% and 1.1% faster power-steady on 1024x4096x8192 in two sweeps on two machines (r31, r32; clock +15-22
+    MHz, cycles unchanged); the hint on A measured nothing on 4096x1024x12288 (r31), and on multi-wave shapes it cost
+    0.6-4% (A's panels are shared by CTAs that drift apart), so it goes nowhere else."""
+    m, n, k = shape
     out = []
     for tm, tn in ((128, 256), (256, 128)):
         rows, tiles = ceil_div(m, tm), ceil_div(m, tm) * ceil_div(n, tn)
-        group = 1 if tiles <= sms else _widest_band(rows)
-        out.append({"tile_m": tm, "tile_n": tn, "stages": 4, "group": group, "acc": "fp32", "epi": "tma"})
+        group = 1 if tiles <= sms else _widest_band(rows, _square_band(tm, tn, sms))
+        p = {"tile_m": tm, "tile_n": tn, "stages": 4, "group": group, "acc": "fp32", "epi": "tma"}
+        if tiles <= sms and n * k >= 2 * m * k:
+            p["l2_evict_first"] = "bc"
+        out.append(p)
     if n % 192 == 0 and m >= 256:
         out.append({"tile_m": 256, "tile_n": 192, "stages": 3, "acc": "fp32", "epi": "tma",
-                    "group": _widest_band(ceil_div(m, 256))})
+                    "group": _widest_band(ceil_div(m, 256), _square_band(256, 192, sms))})
     return out
 
 
