@@ -450,3 +450,21 @@ def test_a_dram_bound_skinny_shape_starts_with_the_tile_that_streams_b_best():
     for shape in ((64, 2048, 4096), (128, 8192, 4096)):  # B of 16 MiB fits; 128 rows is not skinny enough
         assert all((p["tile_m"], p["b_operand"]) != (64, "row") or p["schedule"] != "pingpong"
                    for p in priors.priors("hopper_wgmma", shape, "fp32", "sm_90a"))
+
+
+def test_the_search_moves_the_l2_hint_only_through_the_values_worth_a_slot():
+    """Run 25: 29 of 48 hopper_raw candidates carried an L2 hint and A's hint lost on every multi-wave shape. Sweeps may
+    still render every value; the policy's mutations only reach none, c and bc."""
+    from agent.families import hopper_raw
+
+    assert set(hopper_raw.SEARCH_DOMAIN["l2_evict_first"]) == {"none", "c", "bc"}
+    assert {"a", "ac", "b"} <= set(hopper_raw.DOMAIN["l2_evict_first"])
+    shape, pol = (8192, 2048, 8192), BuiltinPolicy(0)
+    history, hints = [], set()
+    for _ in range(4):
+        batch = pol.propose(shape, "fp32", "sm_90a", history, n=6)
+        raw = [c for c in batch if c.family == "hopper_raw"]
+        hints |= {c.params.get("l2_evict_first", "none") for c in raw}
+        # the first hopper_raw of each batch measures best, so its neighbours are proposed next
+        history += [_record(c, shape, speedup=(1.2 if c is (raw or batch)[0] else 0.9)) for c in batch]
+    assert hints <= {"none", "c", "bc"} and hints - {"none"}, hints

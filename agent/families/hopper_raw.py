@@ -29,6 +29,10 @@ DOMAIN: dict[str, tuple] = {
     "l2_evict_first": ("none", "a", "b", "ac", "bc", "c"),
     **LAUNCH_DOMAIN,
 }
+# What the policy's mutations move through, narrower than what a sweep may render: 29 of run 25's 48 hopper_raw
+# candidates carried a hint; A's (a, ac) measured 0.946-0.971 on multi-wave shapes there and 0.6-4% slower than no
+# hint in sweep r31, and B alone (b) never differed from B with C (bc)
+SEARCH_DOMAIN: dict[str, tuple] = {**DOMAIN, "l2_evict_first": ("none", "c", "bc")}
 DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "k_order": "forward", "l2_evict_first": "none",
                             **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup

@@ -274,6 +274,7 @@ class BuiltinPolicy:
 
     def _pool(self, fam, shape, acc, arch, obs, seeds, rng, wide=False) -> list[tuple[dict[str, Any], str]]:
         mod = get(fam)
+        search_domain = getattr(mod, "SEARCH_DOMAIN", mod.DOMAIN)  # knob values worth a search slot
         pool: list[tuple[dict[str, Any], str]] = []
         for p in priors.priors(fam, shape, acc, arch, self._mode):
             pool.append((p, "prior (paper §5-6: BM~M, BN~N, stages~K, swizzle stride~size)"))
@@ -288,13 +289,13 @@ class BuiltinPolicy:
             if s.get("speedup") is not None:
                 why += f" (speedup {float(s['speedup']):.3f})"
             pool.append((p, why))
-            for q in _mutations(mod.DOMAIN, full_params(fam, p), rng)[:8]:
+            for q in _mutations(search_domain, full_params(fam, p), rng)[:8]:
                 pool.append((_repair(fam, q), why + ", adapted"))
         best = sorted(obs[fam], key=lambda t: (-t[1], canonical(t[0])))[:4]
         for p, ls in best:
             label = self._labels.get((fam, canonical(p)))
             p = full_params(fam, p)
-            for q in _mutations(mod.DOMAIN, p, rng):
+            for q in _mutations(search_domain, p, rng):
                 q = _repair(fam, q)
                 changed = ", ".join(f"{k} {p[k]}->{q[k]}" for k in q if q[k] != p.get(k))
                 why = f"mutation of measured {math.exp(ls):.3f}x config: {changed}"
