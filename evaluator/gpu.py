@@ -5,6 +5,7 @@ import ctypes
 import functools
 import shutil
 import subprocess
+import sys
 
 
 class NoGPUError(RuntimeError):
@@ -38,6 +39,14 @@ def device_count() -> int:
 
 def has_gpu() -> bool:
     return device_count() > 0
+
+
+def gpu_missing(tool: str) -> bool:
+    """For the device scripts: True (after saying so on stderr) when this machine has no CUDA GPU."""
+    if has_gpu():
+        return False
+    print(f"{tool} needs a CUDA GPU, and this machine has none.", file=sys.stderr)
+    return True
 
 
 def compute_capability(device: int = 0) -> tuple[int, int]:

@@ -73,10 +73,9 @@ def main() -> int:
         except ValueError as e:
             print(f"autotune_check: {text!r} is not a shape (write it as MxNxK): {e}", file=sys.stderr)
             return 2
-    from evaluator.gpu import has_gpu
+    from evaluator.gpu import gpu_missing
 
-    if not has_gpu():
-        print("autotune_check needs a CUDA GPU, and this machine has none.", file=sys.stderr)
+    if gpu_missing("autotune_check"):
         return 2
     from evaluator.gpu import device_name
     from evaluator.native import Native, build

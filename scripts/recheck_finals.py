@@ -121,11 +121,10 @@ def main() -> int:
         return 2
     from evaluator.api import evaluate
     from evaluator.compile import compile_many
-    from evaluator.gpu import has_gpu
+    from evaluator.gpu import gpu_missing
     from evaluator.pool import WorkerPool
 
-    if not has_gpu():
-        print("recheck_finals: no CUDA GPU on this machine; run it on the GPU machine", file=sys.stderr)
+    if gpu_missing("recheck_finals"):
         return 2
     a.out.mkdir(parents=True, exist_ok=True)
     picks = load_picks(a.run_dir)

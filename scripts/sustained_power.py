@@ -183,10 +183,9 @@ def main() -> int:
     except (OSError, ValueError) as e:  # json.JSONDecodeError is a ValueError
         print(f"sustained_power: {a.spec}: {e}", file=sys.stderr)
         return 2
-    from evaluator.gpu import has_gpu
+    from evaluator.gpu import gpu_missing
 
-    if not has_gpu():
-        print("sustained_power needs a CUDA GPU, and this machine has none.", file=sys.stderr)
+    if gpu_missing("sustained_power"):
         return 2
     from evaluator.api import evaluate
     from evaluator.baselines import NativeCallable
