@@ -4,12 +4,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+from script_module import load_script  # noqa: E402
 from http_servers import RecordedEvaluator, kernel_source, scaled_result  # noqa: E402
 
 from agent.archive import Archive  # noqa: E402
@@ -20,10 +20,7 @@ SHAPE = (4096, 4096, 4096)
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_builtin_policy", REPO / "scripts" / "bench_builtin_policy.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench_builtin_policy")
 
 
 def _run(tmp_path: Path, name: str = "r", shape=SHAPE, gpu: str = "H200",

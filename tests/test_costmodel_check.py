@@ -1,12 +1,12 @@
 """scripts/costmodel_check.py: the cost model's ranking of a run's measured candidates, read from its archive."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from script_module import load_script
 
 from agent.archive import Archive
 from agent.policy.costmodel import estimate_us
@@ -18,10 +18,7 @@ RAW = {"tile_m": 128, "tile_n": 256, "stages": 4, "group": 8, "acc": "fp32", "ep
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("costmodel_check", REPO / "scripts" / "costmodel_check.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("costmodel_check")
 
 
 def _result(us: float) -> EvalResult:

@@ -2,7 +2,6 @@
 re-measurement itself needs a GPU; it ran on the H200 for run 25, docs/benchmarks/sweeps/result_r25_recheck.md)."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from script_module import load_script  # noqa: E402
 from http_servers import RecordedEvaluator, kernel_source, scaled_result  # noqa: E402
 
 from agent.archive import Archive  # noqa: E402
@@ -20,10 +20,7 @@ SHAPE = (4096, 4096, 4096)
 
 
 def _mod():
-    spec = importlib.util.spec_from_file_location("recheck_finals", REPO / "scripts" / "recheck_finals.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("recheck_finals")
 
 
 def _run_with_finals(tmp_path: Path) -> tuple[Path, list[float]]:
