@@ -306,7 +306,7 @@ def _output_bound_ampere(shape: tuple[int, int, int], acc: str, mode: str = "off
     return [q for q in picks if q["bm"] <= m and q["bn"] <= n]
 
 
-def _widest_band(unit_rows: int, cap: int = 8) -> int:
+def _widest_band(unit_rows: int, cap: int) -> int:
     """The widest tile-order band up to `cap` that hopper_raw accepts: it needs two bands' worth of work-unit rows."""
     return max(g for g in (1, 2, 4, 8, 16) if g == 1 or (g <= cap and unit_rows >= 2 * g))
 
@@ -329,13 +329,13 @@ def raw_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, An
     call: 1.2% and 1.1% faster power-steady on 1024x4096x8192 in two sweeps on two machines (r31, r32; clock +15-22
     MHz, cycles unchanged); the hint on A measured nothing on 4096x1024x12288 (r31), and on multi-wave shapes it cost
     0.6-4% (A's panels are shared by CTAs that drift apart), so it goes nowhere else."""
-    m, n, k = shape
+    m, n, _ = shape
     out = []
     for tm, tn in ((128, 256), (256, 128)):
         rows, tiles = ceil_div(m, tm), ceil_div(m, tm) * ceil_div(n, tn)
         group = 1 if tiles <= sms else _widest_band(rows, _square_band(tm, tn, sms))
         p = {"tile_m": tm, "tile_n": tn, "stages": 4, "group": group, "acc": "fp32", "epi": "tma"}
-        if tiles <= sms and n * k >= 2 * m * k:
+        if tiles <= sms and n >= 2 * m:  # B's bytes (N*K) at least twice A's (M*K)
             p["l2_evict_first"] = "bc"
         out.append(p)
     if n % 192 == 0 and m >= 256:
