@@ -151,8 +151,9 @@ def main() -> int:
     for g in groups:
         g.pop("source", None)
     (a.out / "recheck.json").write_text(json.dumps({"meta": meta, "records": records, "shapes": groups}, indent=1))
-    (a.out / "recheck.md").write_text(table(groups, meta))
-    print(table(groups, meta))
+    md = table(groups, meta)
+    (a.out / "recheck.md").write_text(md)
+    print(md)
     return 0 if all(r["status"] == "ok" for r in records) else 1
 
 
