@@ -8,6 +8,10 @@ into the cache so the baseline algorithms are the run's, and evaluates each winn
 the rounds interleaved across shapes, with every check of the evaluator.
 
     python3 scripts/recheck_finals.py RUN_DIR --out DIR [--repeats 3] [--modes offline] [--baseline NAME]
+                                      [--shapes FILE]
+
+--shapes keeps only the run's shapes listed in FILE (a campaign shape list): the near-parity ones, where a draw
+decides the win, without spending device time on shapes that win by a wide margin.
 
 DIR/recheck.json keeps every evaluation (ratio, status, the physical GPU); DIR/recheck.md is the table: per shape the
 recheck's evaluations and median beside the run's.
@@ -25,11 +29,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agent.shapes import load_shapes  # noqa: E402
+
 BASELINE = "cublaslt-autotune-max"
 
 
-def load_finals(run_dir: Path, modes: list[str], baseline: str = BASELINE) -> list[dict]:
-    """One entry per (shape, acc, mode): the winner's source and the run's final ratios, in the run's shape order."""
+def load_finals(run_dir: Path, modes: list[str], baseline: str = BASELINE, shapes: list | None = None) -> list[dict]:
+    """One entry per (shape, acc, mode): the winner's source and the run's final ratios, in the run's shape order;
+    only the shapes in `shapes` where it is given."""
     from agent.campaign import CampaignDB
 
     db_path = run_dir / "campaign.sqlite"
@@ -37,7 +44,7 @@ def load_finals(run_dir: Path, modes: list[str], baseline: str = BASELINE) -> li
         raise ValueError(f"{run_dir} has no campaign.sqlite: is it a campaign's run folder?")
     groups: dict[tuple, dict] = {}
     for f in CampaignDB(db_path).finals():
-        if f["mode"] not in modes:
+        if f["mode"] not in modes or (shapes is not None and tuple(f["shape"]) not in shapes):
             continue
         key = (tuple(f["shape"]), f["acc"], f["mode"])
         g = groups.setdefault(key, {"shape": key[0], "acc": key[1], "mode": key[2], "source_hash": f["source_hash"],
@@ -47,7 +54,8 @@ def load_finals(run_dir: Path, modes: list[str], baseline: str = BASELINE) -> li
         s = f["result"].speedup(baseline) if f["result"].status == "ok" else None
         g["run"].append(s)
     if not groups:
-        raise ValueError(f"{run_dir}: no final measurements in mode(s) {', '.join(modes)}")
+        raise ValueError(f"{run_dir}: no final measurements in mode(s) {', '.join(modes)}"
+                         + (" for the shapes asked for" if shapes is not None else ""))
     for g in groups.values():
         src = run_dir / "kernels" / f"{g['source_hash']}.cu"
         if not src.is_file():
@@ -111,11 +119,13 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--modes", default="offline", help="comma-separated: offline, server, graph")
     ap.add_argument("--baseline", default=BASELINE)
+    ap.add_argument("--shapes", type=Path, help="a shape list: recheck only the run's shapes it names")
     a = ap.parse_args()
     if a.repeats < 1:
         ap.error("--repeats must be at least 1")
     try:
-        groups = load_finals(a.run_dir, a.modes.split(","), a.baseline)
+        shapes = set(load_shapes(a.shapes)) if a.shapes else None
+        groups = load_finals(a.run_dir, a.modes.split(","), a.baseline, shapes)
     except ValueError as e:
         print(f"recheck_finals: {e}", file=sys.stderr)
         return 2

@@ -75,3 +75,16 @@ def test_a_folder_without_finals_or_kernels_is_refused_clearly(tmp_path):
         _mod().load_finals(run, ["offline"])
     with pytest.raises(ValueError, match="no final measurements"):
         _mod().load_finals(run, ["graph"])
+
+
+def test_a_shape_list_keeps_only_the_shapes_it_names(tmp_path):
+    run, _ = _run_with_finals(tmp_path)
+    assert [g["shape"] for g in _mod().load_finals(run, ["offline"], shapes={SHAPE})] == [SHAPE]
+    with pytest.raises(ValueError, match="for the shapes asked for"):
+        _mod().load_finals(run, ["offline"], shapes={(64, 64, 64)})
+    bad = tmp_path / "shapes.txt"
+    bad.write_text("4096 4096\n")
+    script = REPO / "scripts" / "recheck_finals.py"
+    p = subprocess.run([sys.executable, str(script), str(run), "--out", str(tmp_path / "o"), "--shapes", str(bad)],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "shapes.txt:1" in p.stderr
