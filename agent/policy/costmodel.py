@@ -23,6 +23,12 @@ CLUSTER_REDUCE_US = 0.4  # the cluster split's reduction stays in distributed sh
 STREAMK_SPLIT_US = 1.2  # CUTLASS stream-K split-K fixup, per split (H200: 2 splits +4.6 us, 4 splits +6.7 us)
 SLICE_SUM_US = 0.8  # batched split-K: the summing kernel, launched early (PDL), beyond its own memory traffic
 KTILE_LATENCY_US = 0.12  # serial cost of one main-loop iteration that the pipeline cannot hide
+# Stream-K without a split on a grid at the power limit (>= 2^36 FLOP), against the best persistent CUTLASS config of
+# the same shape (runs 25 and 26, H200): 0.89-0.92 on one wave, 0.95-0.98 at 2.9 waves, 0.98 at 3.9, 0.99-1.00 at
+# 7.8, 0.98-1.02 at 11.6, 1.01-1.02 at 46.5. A tail wave costs clock, not time, at the power limit, so stream-K's
+# even split recovers only part of it, and its fix-up of the tiles cut between SMs costs about a tenth of a wave.
+STREAMK_POWER_CREDIT = 0.3  # the share of the persistent grid's tail that stream-K's even split wins back
+STREAMK_FIXUP_WAVES = 0.09  # the fix-up, in waves of the persistent grid
 PDL_US = 0.9  # programmatic dependent launch: launch latency hidden behind the previous kernel (H200, measured)
 # wgmma tiles (tile_m, tile_n) relative to 128x256: operand bytes per MMA, accumulator fit, wave fill
 WGMMA_TILE_EFF = {(128, 256): 1.0, (256, 128): 1.0, (128, 192): 0.95, (128, 128): 0.88, (64, 256): 0.85,
@@ -111,7 +117,17 @@ def _estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], ar
         # measured 1% faster than 2x1 on 1024x4096x8192, and 4-CTA clusters do not all fit at once there (0.62)
         eff *= {1: 0.97, 2: 1.0, 4: 0.99}[cl] if tiles > sms else {1: 1.0, 2: 0.99, 4: 0.9}[cl]
         padded = 2.0 * gm * tm * gn * tn * k
-        if p["scheduler"] == "streamk":
+        # priced against the persistent grid of the same tiles (STREAMK_POWER_CREDIT says what was measured)
+        streamk_at_power_limit = (p["scheduler"] == "streamk" and p["splits"] == 1 and tiles % sms > 0
+                                  and 2.0 * m * n * k >= 2 ** 36)
+        if streamk_at_power_limit:
+            units = tiles
+            waves = tiles / sms
+            tail = ceil_div(tiles, sms) / waves if tiles > sms else 1.0 / waves
+            waves_factor = (1.0 + STREAMK_POWER_CREDIT * (1.0 / tail - 1.0) + STREAMK_FIXUP_WAVES / max(waves, 1.0)) * \
+                (tail if tiles > sms else 1.0)
+            fix = 0.0
+        elif p["scheduler"] == "streamk":
             units = tiles * p["splits"] if p["splits"] > 1 else max(tiles, sms)
             waves_factor = 1.0 if p["splits"] == 1 else ceil_div(units, sms) * sms / units
             fix = (2.0 if (p["splits"] > 1 or tiles % sms) else 0.0) + STREAMK_SPLIT_US * p["splits"] * (p["splits"] > 1)
@@ -128,7 +144,9 @@ def _estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], ar
         uniq = 2.0 * (m * k + n * k + m * n)
         t_mem = uniq / DRAM_BW
         ktiles = ceil_div(k, tk) // (p["splits"] if p["scheduler"] != "persistent" else 1)
-        t_chain = ktiles * 0.06e-6 * (1 if p["scheduler"] == "streamk" else ceil_div(units, sms))
+        # each SM still walks a wave's share of every k-tile in turn: an even split shortens no SM's chain
+        even = p["scheduler"] == "streamk" and not streamk_at_power_limit
+        t_chain = ktiles * 0.06e-6 * (1 if even else ceil_div(units, sms))
         stages_pen = 1.0 if p["stages"] == 0 else (1.03 if p["stages"] < 4 else 1.0)
         # wider swizzles keep more of A and B in L2; at the power limit every DRAM byte costs clock (16384x12288x8192,
         # 128x256, power-steady: swizzle 2 / 4 / 8 at 0.93 / 0.97 / 0.98 of cuBLASLt)
@@ -150,9 +168,14 @@ def _raw_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> float:
     # stores from registers leave the tensor cores idle longer: 626k against 591k cycles a call for the TMA
     # epilogue on 8192x2048x8192 (H200, power-steady, docs/benchmarks/sweeps/result_r14_raw_tma.json)
     eff *= 1.0 if p.get("epi") == "tma" else 0.94
-    # beyond one wave: as for CUTLASS's one-CTA clusters there, and 2-CTA clusters the same until measured there; on
-    # one wave a pair took 1.3% longer than one CTA (sweeps/result_r17_cluster_arrive.txt)
-    eff *= 0.97 if tiles > sms else 0.987 if p.get("cluster_m", 1) == 2 else 1.0
+    # beyond one wave one CTA and a pair are even with CUTLASS's 2x1 persistent 128x256 (runs 25 and 26: -0.6% to
+    # +1.0% on 8192x2048x8192 and 8192x4096x16384, power-steady); on one wave a pair took 1.3% longer than one CTA
+    # (sweeps/result_r17_cluster_arrive.txt)
+    eff *= 0.987 if tiles <= sms and p.get("cluster_m", 1) == 2 else 1.0
+    # two m64 atoms per warpgroup read each B slice twice from shared memory: 256x128 measured 0.5-3.3% behind
+    # 128x256 on five big shapes in runs 25 and 26 (mean 1.8%); 256x192 reads 22% less from L2 and keeps its table value
+    if (tm, tn) == (256, 128):
+        eff *= 0.98
     waves_factor = ceil_div(tiles, sms) * sms / tiles if tiles > sms else 1.0
     busy = min(1.0, tiles / sms)
     t_compute = 2.0 * tiles * tm * tn * k / (WGMMA_PEAK * eff * busy) * waves_factor
