@@ -29,6 +29,9 @@ KTILE_LATENCY_US = 0.12  # serial cost of one main-loop iteration that the pipel
 # even split recovers only part of it, and its fix-up of the tiles cut between SMs costs about a tenth of a wave.
 STREAMK_POWER_CREDIT = 0.3  # the share of the persistent grid's tail that stream-K's even split wins back
 STREAMK_FIXUP_WAVES = 0.09  # the fix-up, in waves of the persistent grid
+# each further split of every tile, there: 2 splits measured 0.942 against 0.984 without (8192x4096x16384) and
+# 0.89 against 0.93-0.97 (8192x2048x8192) in run 27, where the model had ranked them first
+STREAMK_SPLIT_POWER = 0.05
 PDL_US = 0.9  # programmatic dependent launch: launch latency hidden behind the previous kernel (H200, measured)
 # wgmma tiles (tile_m, tile_n) relative to 128x256: operand bytes per MMA, accumulator fit, wave fill
 WGMMA_TILE_EFF = {(128, 256): 1.0, (256, 128): 1.0, (128, 192): 0.95, (128, 128): 0.88, (64, 256): 0.85,
@@ -118,14 +121,14 @@ def _estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], ar
         eff *= {1: 0.97, 2: 1.0, 4: 0.99}[cl] if tiles > sms else {1: 1.0, 2: 0.99, 4: 0.9}[cl]
         padded = 2.0 * gm * tm * gn * tn * k
         # priced against the persistent grid of the same tiles (STREAMK_POWER_CREDIT says what was measured)
-        streamk_at_power_limit = (p["scheduler"] == "streamk" and p["splits"] == 1 and tiles % sms > 0
-                                  and 2.0 * m * n * k >= 2 ** 36)
+        streamk_at_power_limit = p["scheduler"] == "streamk" and 2.0 * m * n * k >= 2 ** 36
         if streamk_at_power_limit:
             units = tiles
             waves = tiles / sms
             tail = ceil_div(tiles, sms) / waves if tiles > sms else 1.0 / waves
-            waves_factor = (1.0 + STREAMK_POWER_CREDIT * (1.0 / tail - 1.0) + STREAMK_FIXUP_WAVES / max(waves, 1.0)) * \
-                (tail if tiles > sms else 1.0)
+            cut = STREAMK_FIXUP_WAVES / max(waves, 1.0) if tiles % sms else 0.0
+            rel = 1.0 + STREAMK_POWER_CREDIT * (1.0 / tail - 1.0) + cut + STREAMK_SPLIT_POWER * (p["splits"] - 1)
+            waves_factor = rel * (tail if tiles > sms else 1.0)
             fix = 0.0
         elif p["scheduler"] == "streamk":
             units = tiles * p["splits"] if p["splits"] > 1 else max(tiles, sms)
@@ -143,7 +146,8 @@ def _estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], ar
         t_compute = padded / (WGMMA_PEAK * eff * busy) * waves_factor
         uniq = 2.0 * (m * k + n * k + m * n)
         t_mem = uniq / DRAM_BW
-        ktiles = ceil_div(k, tk) // (p["splits"] if p["scheduler"] != "persistent" else 1)
+        ktiles = ceil_div(k, tk) // (p["splits"] if p["scheduler"] != "persistent" and not streamk_at_power_limit
+                                     else 1)
         # each SM still walks a wave's share of every k-tile in turn: an even split shortens no SM's chain
         even = p["scheduler"] == "streamk" and not streamk_at_power_limit
         t_chain = ktiles * 0.06e-6 * (1 if even else ceil_div(units, sms))
