@@ -261,7 +261,7 @@ def test_stream_k_at_the_power_limit_is_priced_as_measured(shape, lo, hi):
         costmodel.estimate_us("hopper_wgmma", p, shape)
     assert lo <= ratio <= hi
     # a further split of every tile only adds fix-up there (run 27: 0.942 against 0.984 on 8192x4096x16384)
-    split = dict(p, scheduler="streamk", splits=2)
+    split = dict(p, scheduler="streamk", splits=2, pdl=False)  # as run 27 built them
     assert get("hopper_wgmma").feasible(split, shape, "sm_90a") == (True, "")
     assert costmodel.estimate_us("hopper_wgmma", split, shape) / costmodel.estimate_us("hopper_wgmma", p, shape) > \
         ratio + 0.03
