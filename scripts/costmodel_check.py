@@ -74,6 +74,23 @@ def check(run_dir: Path, arch: str) -> list[dict]:
     return rows
 
 
+def summary(rows: list[dict]) -> list[str]:
+    """Means over the shapes, and over those >= 2^36 FLOP (the power-limited ones, where candidates sit within a few
+    percent of one another): the figures a change to the model is judged by."""
+    out = []
+    for label, keep in (("all shapes", lambda r: True),
+                        ("shapes >= 2^36 FLOP", lambda r: 2 * r["shape"][0] * r["shape"][1] * r["shape"][2] >= 2 ** 36)):
+        sel = [r for r in rows if keep(r)]
+        rhos = [r["spearman"] for r in sel if r["spearman"] is not None]
+        if not sel:
+            continue
+        rho = f"{statistics.fmean(rhos):+.2f}" if rhos else "-"
+        first = statistics.fmean(r["model_first_vs_fastest"] for r in sel)
+        out.append(f"{label} ({len(sel)}): mean Spearman {rho}, model's first pick on average {first:.3f} of the "
+                   "fastest's time")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("run_dir", type=Path)
@@ -87,6 +104,9 @@ def main() -> int:
         rho = "-" if r["spearman"] is None else f"{r['spearman']:+.2f}"
         print(f"| {'x'.join(map(str, r['shape']))} | {r['acc']} | {r['candidates']} | {rho} | "
               f"{r['model_first_vs_fastest']:.3f} ({r['model_first_family']}) |")
+    print()
+    for line in summary(rows):
+        print(line)
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1))
     return 0

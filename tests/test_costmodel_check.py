@@ -50,6 +50,7 @@ def test_a_run_whose_times_follow_the_model_scores_one_and_the_reverse_minus_one
         assert row["candidates"] == 4 and row["spearman"] == pytest.approx(sign)
         fastest = min(1000 + sign * e for e in est)
         assert row["model_first_vs_fastest"] == pytest.approx((1000 + sign * min(est)) / fastest)
+        assert f"mean Spearman {sign:+.2f}" in _script().summary([row])[0]
 
 
 def test_the_command_prints_a_table_and_refuses_a_folder_without_an_archive(tmp_path):
@@ -59,6 +60,7 @@ def test_the_command_prints_a_table_and_refuses_a_folder_without_an_archive(tmp_
                         str(tmp_path / "out.json")], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "| 8192x2048x8192 | fp32 | 1 | - | 1.000 (hopper_raw) |" in p.stdout
+    assert "shapes >= 2^36 FLOP (1): mean Spearman -, model's first pick on average 1.000" in p.stdout
     assert (tmp_path / "out.json").is_file()
     bad = subprocess.run([sys.executable, "scripts/costmodel_check.py", str(tmp_path / "nope")], cwd=REPO,
                          capture_output=True, text=True, timeout=120)

@@ -252,7 +252,7 @@ def test_one_wave_big_shapes_start_without_a_cluster():
 def test_stream_k_at_the_power_limit_is_priced_as_measured(shape, lo, hi):
     """Runs 25 and 26 (H200, power-steady): an even stream-K split recovers little of a persistent grid's tail at the
     power limit and pays its fix-up, so it trails on few waves and draws level on many. The model used to credit it
-    with the whole tail and rank its mutations first (Spearman over run 26's big shapes 0.04, now 0.63:
+    with the whole tail and rank its mutations first (Spearman over run 26's big shapes 0.03, now 0.63:
     docs/design/builtin_policy.md), and then ranked 2-way splits first (run 27, where they measured 0.89-0.94)."""
     p = dict(priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[-1], tile_m=128, tile_n=256, cluster_m=2,
              swizzle=1, raster="along_m", scheduler="persistent", splits=1, swap_ab=False)
