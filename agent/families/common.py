@@ -97,6 +97,17 @@ LAUNCH_DOMAIN: dict[str, tuple] = {"pdl": (False, True)}
 LAUNCH_DEFAULTS: dict[str, Any] = {"pdl": False}
 
 
+def uneven_waves(units: int, cluster: int, sms: int) -> str:
+    """Why grid=even would launch the same CTAs as grid=full for `units` work units of `cluster` CTAs ('' if not):
+    one wave, or whole waves, leave nothing to even out."""
+    slots = max(1, sms // cluster)
+    per = ceil_div(units, slots)
+    if ceil_div(units, per) == min(units, slots):
+        return (f"grid=even launches the same {min(units, slots) * cluster} CTAs as grid=full here ({units} work "
+                f"units on {slots * cluster} CTA slots)")
+    return ""
+
+
 def launch_knobs(arch: str, mode: str = "offline") -> dict[str, Any]:
     """The launch knobs the policy always uses on `arch` for a search timed in `mode` (not searched). PDL hides the
     launch behind the kernel before it in a plain stream, up to 2x on tiny shapes offline; replayed from a CUDA

@@ -6,7 +6,7 @@ import itertools
 from typing import Any
 
 from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, ceil_div, launch_knobs, render_feasible, smem_problem,
-                     validate_with_defaults, validated)
+                     uneven_waves, validate_with_defaults, validated)
 
 NAME = "hopper_raw"
 TEMPLATE = "hopper_raw.cu.j2"
@@ -27,6 +27,10 @@ DOMAIN: dict[str, tuple] = {
     # operands (and C) whose TMA copies carry an L2 evict_first hint: the streamed one, so that what the next wave
     # reads again stays in L2 (DRAM bytes cost clock at the power limit)
     "l2_evict_first": ("none", "a", "b", "ac", "bc", "c"),
+    # full: one CTA per SM (the last wave may be partial); even: the fewest CTAs that take the same number of waves,
+    # so every CTA runs the same number of work units and each wave starts on a band boundary (512 units on 132
+    # SMs: 128 CTAs of 4 instead of 116 of 4 and 16 of 3)
+    "grid": ("full", "even"),
     **LAUNCH_DOMAIN,
 }
 # What the policy's mutations move through, narrower than what a sweep may render: 29 of run 25's 48 hopper_raw
@@ -34,7 +38,7 @@ DOMAIN: dict[str, tuple] = {
 # hint in sweep r31, and B alone (b) never differed from B with C (bc)
 SEARCH_DOMAIN: dict[str, tuple] = {**DOMAIN, "l2_evict_first": ("none", "c", "bc")}
 DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "k_order": "forward", "l2_evict_first": "none",
-                            **LAUNCH_DEFAULTS}
+                            "grid": "full", **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
 MAX_ACC_REGS = 192  # fp32 accumulators per consumer thread; the consumers get 232 registers (setmaxnreg)
 
@@ -77,6 +81,8 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         if p["group"] > 1 and rows // cl < 2 * p["group"]:
             return False, (f"group {p['group']} needs at least {2 * p['group']} tile-rows of work units "
                            f"({cl} tile-rows each), the shape has {rows // cl}")
+        if p.get("grid") == "even" and (why := uneven_waves(rows // cl * ceil_div(n, p["tile_n"]), cl, lim.num_sms)):
+            return False, why
     return True, ""
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, ceil_div, launch_knobs, render_feasible, validate_with_defaults,
-                     validated)
+from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, ceil_div, launch_knobs, render_feasible, uneven_waves,
+                     validate_with_defaults, validated)
 
 # The batched split-K keeps its fp32 slices in a static workspace of this many floats (32 MiB).
 SLICE_WS_FLOATS = 8 * 1024 * 1024
@@ -35,15 +35,21 @@ DOMAIN: dict[str, tuple] = {
     # columns of the epilogue's sub-tile (0: CUTLASS's choice, 32 or fewer); each sub-tile is one register -> shared
     # memory -> TMA store round with a barrier, and a one-wave grid runs every CTA's epilogue at once, unhidden
     "epi_n": (0, 64, 128),
+    # the persistent scheduler's CTAs: full (CUTLASS's count, about one per SM) or even (the fewest that take the
+    # same waves, as in hopper_raw: every CTA as many tiles)
+    "grid": ("full", "even"),
     **LAUNCH_DOMAIN,
 }
-DEFAULTS: dict[str, Any] = {**LAUNCH_DEFAULTS, "epi_n": 0}
+DEFAULTS: dict[str, Any] = {**LAUNCH_DEFAULTS, "epi_n": 0, "grid": "full"}
 EPILOGUE_SMEM_ESTIMATE = 32 * 1024
 MAX_ACC_REGS = 192
 
 
 def validate(params: dict[str, Any]) -> dict[str, Any]:
-    return validate_with_defaults(params, DOMAIN, DEFAULTS)
+    p = validate_with_defaults(params, DOMAIN, DEFAULTS)
+    if p.get("scheduler") != "persistent":
+        p.pop("grid", None)  # stream-K and the batched split size their own grids: one kernel, one identity
+    return p
 
 
 def stage_bytes(p: dict[str, Any]) -> int:
@@ -152,6 +158,11 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             return False, f"tile_n={p['tile_n']} is mostly padding for problem N={pn}"
         if waste := _swizzle_waste(p, shape):
             return False, waste
+        if p.get("grid") == "even":
+            gm, gn, _ = cta_grid(p, shape)
+            cl = p["cluster_m"] * p["cluster_n"]
+            if why := uneven_waves(gm * gn // cl, cl, lim.num_sms):
+                return False, why
     return True, ""
 
 

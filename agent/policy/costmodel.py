@@ -32,6 +32,10 @@ STREAMK_FIXUP_WAVES = 0.09  # the fix-up, in waves of the persistent grid
 # each further split of every tile, there: 2 splits measured 0.942 against 0.984 without (8192x4096x16384) and
 # 0.89 against 0.93-0.97 (8192x2048x8192) in run 27, where the model had ranked them first
 STREAMK_SPLIT_POWER = 0.05
+# grid=even (the fewest persistent CTAs that take the same waves) beside one CTA per SM, power-steady on two H200s
+# (sweeps r33, r34): hopper_raw +1.0/+1.6% on 8192x2048x8192, +1.4/+1.4% on 8192x4096x16384, +0.8% on
+# 4096x12288x16384 and 16384x12288x8192, 0.0% on 1024x12288x8192; CUTLASS persistent +0.8% and 0.0% there
+EVEN_GRID_GAIN = 0.99
 PDL_US = 0.9  # programmatic dependent launch: launch latency hidden behind the previous kernel (H200, measured)
 # wgmma tiles (tile_m, tile_n) relative to 128x256: operand bytes per MMA, accumulator fit, wave fill
 WGMMA_TILE_EFF = {(128, 256): 1.0, (256, 128): 1.0, (128, 192): 0.95, (128, 128): 0.88, (64, 256): 0.85,
@@ -155,6 +159,7 @@ def _estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], ar
         # wider swizzles keep more of A and B in L2; at the power limit every DRAM byte costs clock (16384x12288x8192,
         # 128x256, power-steady: swizzle 2 / 4 / 8 at 0.93 / 0.97 / 0.98 of cuBLASLt)
         raster_gain = {1: 1.0, 2: 0.98, 4: 0.96, 8: 0.95}[p["swizzle"]] if 2.0 * m * n * k > 2 ** 36 else 1.0
+        raster_gain *= EVEN_GRID_GAIN if p.get("grid") == "even" and 2.0 * m * n * k >= 2 ** 36 else 1.0
         t = (max(t_compute, t_mem) + t_chain) * stages_pen * raster_gain
         return t * 1e6 + LAUNCH_US + CUTLASS_HOST_US + fix
     if family == "hopper_raw":
@@ -189,4 +194,5 @@ def _raw_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> float:
     # bands of tile-rows keep A's panels in L2 while the band's columns pass (as CUTLASS's swizzle does)
     band_gain = {1: 1.0, 2: 0.98, 4: 0.96, 8: 0.95, 16: 0.95}[p["group"]] if tiles > sms and 2.0 * m * n * k > 2 ** 36 \
         else 1.0
+    band_gain *= EVEN_GRID_GAIN if p.get("grid") == "even" and 2.0 * m * n * k >= 2 ** 36 else 1.0
     return (max(t_compute, t_mem) + t_chain) * stages_pen * band_gain * 1e6 + LAUNCH_US + CUTLASS_HOST_US
