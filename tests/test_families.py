@@ -120,6 +120,34 @@ def test_hopper_raw_k_order_keeps_earlier_identities_and_reverses_only_the_produ
         hopper_raw.validate(dict(RAW_OK, k_order="backward"))
 
 
+def test_even_grid_keeps_earlier_identities_and_changes_only_the_launch():
+    """grid came after run 27: "full" names and renders the same candidate as before; "even" changes the host's grid
+    size and nothing the GPU runs per tile, is refused where it would launch the same CTAs (one wave, whole waves),
+    and belongs to the persistent scheduler only (stream-K sizes its own grid: one kernel, one identity)."""
+    for fam, base in ((hopper_raw, RAW_OK), (hopper_wgmma, HOPPER_OK)):
+        assert fam.validate(dict(base, grid="full")) == base
+        assert fam.render(dict(base, grid="full")) == fam.render(base)
+        even, full = fam.render(dict(base, grid="even")), fam.render(base)
+        assert '"grid":"even"' in even and '"grid"' not in full
+
+        def device_code(src: str) -> list[str]:
+            return [line for line in src.split('extern "C" int hgemm')[0].splitlines() if not line.startswith("//")]
+        assert device_code(even) == device_code(full) and even != full
+    assert hopper_raw.feasible(dict(RAW_OK, group=16, grid="even"), (8192, 2048, 8192), "sm_90a") == (True, "")
+    one_wave = hopper_raw.feasible(dict(RAW_OK, grid="even"), (4096, 1024, 12288), "sm_90a")
+    assert not one_wave[0] and "same 128 CTAs" in one_wave[1]
+    # 8 x 33 tiles of 128x256 fill 2 whole waves of 132
+    assert not hopper_raw.feasible(dict(RAW_OK, group=2, grid="even"), (1024, 8448, 1024), "sm_90a")[0]
+    # a pair: 256 units of two CTAs on 66 slots take 4 waves of 64 pairs
+    assert hopper_raw.feasible(dict(RAW_OK, cluster_m=2, group=8, grid="even"), (8192, 2048, 8192), "sm_90a")[0]
+    streamk = dict(HOPPER_OK, scheduler="streamk", grid="even")
+    assert hopper_wgmma.validate(streamk) == dict(HOPPER_OK, scheduler="streamk")
+    assert hopper_wgmma.render(streamk) == hopper_wgmma.render(dict(HOPPER_OK, scheduler="streamk"))
+    assert hopper_wgmma.feasible(dict(HOPPER_OK, grid="even"), (8192, 2048, 8192), "sm_90a") == (True, "")
+    # 3072 pairs take 47 waves on 66 slots and 66 pairs on 47: nothing to even out
+    assert not hopper_wgmma.feasible(dict(HOPPER_OK, grid="even"), (16384, 12288, 8192), "sm_90a")[0]
+
+
 def test_hopper_raw_l2_hint_keeps_earlier_identities_and_marks_only_the_named_copies():
     """l2_evict_first came after run 24: "none" names and renders the same candidate as before; a letter puts the
     cache-hint form on that operand's TMA copies (C: the epilogue's TMA stores) and on no other."""
@@ -266,6 +294,7 @@ def test_sample_of_each_family_compiles_with_nvcc():
         (hopper_raw.render(dict(RAW_OK, cluster_m=2, group=8, pdl=True, k_order="alternate",
                                 l2_evict_first="bc")), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, l2_evict_first="ac")), "sm_90a"),
+        (hopper_raw.render(dict(RAW_OK, group=16, grid="even", pdl=True)), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, tile_n=64, stages=2, epi="tma")), "sm_90a"),
         (ampere_cute.render(dict(AMPERE_OK, pdl=True)), "sm_90a"),
         (ampere_cute.render(dict(AMPERE_OK, bm=64, bn=64, bk=32, sw_b=2, wm=2, wn=2, split_k=1, acc="fp16",
@@ -324,6 +353,10 @@ def test_sample_of_each_family_compiles_with_nvcc():
     # L2 hints on the multicast B copies and the clipped TMA stores of C, and on A's plain copies
     ("hopper_raw", dict(RAW_OK, cluster_m=2, group=2, l2_evict_first="bc", pdl=True), (1024, 1008, 520)),
     ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=128, group=4, l2_evict_first="ac"), (4096, 4096, 1000)),
+    # the fewest CTAs that take the same waves: 512 tiles on 128 CTAs, pairs 256 units on 64, CUTLASS 128 of 132
+    ("hopper_raw", dict(RAW_OK, group=4, grid="even"), (4096, 4096, 1000)),
+    ("hopper_raw", dict(RAW_OK, cluster_m=2, group=2, grid="even", k_order="alternate"), (4096, 4096, 1000)),
+    ("hopper_wgmma", dict(HOPPER_OK, grid="even", pdl=True), (4096, 4096, 1000)),
     # 128x64: one 64x64 TMA sub-tile per consumer warpgroup, several tiles per CTA, stores clipped at both edges
     # (sweep r25 passed every check on three output-bound shapes; this ragged one has not run yet)
     ("hopper_raw", dict(RAW_OK, tile_n=64, stages=2), (1000, 1000, 520)),

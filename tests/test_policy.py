@@ -267,6 +267,22 @@ def test_stream_k_at_the_power_limit_is_priced_as_measured(shape, lo, hi):
         ratio + 0.03
 
 
+def test_power_limited_grids_of_four_waves_start_even():
+    """grid=even measured +0.8-1.6% power-steady at 3.9-31 waves on three H200s (sweeps r33-r35) and 0.0% at 2.9
+    waves: the priors of the power-limited dev shapes with four waves or more start there, the others do not, and the
+    cost model credits it."""
+    for shape in ((8192, 2048, 8192), (8192, 4096, 16384), (4096, 12288, 16384)):
+        for fam in ("hopper_raw", "hopper_wgmma"):
+            first = priors.priors(fam, shape, "fp32", "sm_90a")[0]
+            assert first.get("grid") == "even", (shape, fam, first)
+            assert get(fam).feasible(first, shape, "sm_90a") == (True, "")
+            full = dict(first, grid="full")
+            assert costmodel.estimate_us(fam, first, shape) < costmodel.estimate_us(fam, full, shape)
+    for shape in ((1024, 12288, 8192), (4096, 1024, 12288), (1024, 4096, 8192), (2048, 2048, 2048)):
+        for fam in ("hopper_raw", "hopper_wgmma"):
+            assert all(p.get("grid", "full") == "full" for p in priors.priors(fam, shape, "fp32", "sm_90a")), shape
+
+
 def test_raw_256x128_is_priced_behind_128x256():
     """Two m64 atoms per warpgroup read B twice: 256x128 measured 1.8% behind 128x256 on average (runs 25, 26)."""
     shape = (8192, 2048, 8192)
