@@ -144,6 +144,8 @@ def test_even_grid_keeps_earlier_identities_and_changes_only_the_launch():
     assert hopper_wgmma.validate(streamk) == dict(HOPPER_OK, scheduler="streamk")
     assert hopper_wgmma.render(streamk) == hopper_wgmma.render(dict(HOPPER_OK, scheduler="streamk"))
     assert hopper_wgmma.feasible(dict(HOPPER_OK, grid="even"), (8192, 2048, 8192), "sm_90a") == (True, "")
+    assert not hopper_wgmma.feasible(dict(HOPPER_OK, cluster_n=2, swizzle=2, grid="even"), (8192, 2048, 8192),
+                                     "sm_90a")[0]  # 4-CTA clusters: CUTLASS fits fewer than sm_count CTAs
     # 3072 pairs take 47 waves on 66 slots and 66 pairs on 47: nothing to even out
     assert not hopper_wgmma.feasible(dict(HOPPER_OK, grid="even"), (16384, 12288, 8192), "sm_90a")[0]
 

@@ -161,6 +161,9 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         if p.get("grid") == "even":
             gm, gn, _ = cta_grid(p, shape)
             cl = p["cluster_m"] * p["cluster_n"]
+            if cl > 2:
+                # the scheduler fits 4-CTA clusters per GPC (116 CTAs of 132), below the sm_count the template sets
+                return False, "grid=even takes clusters of one or two CTAs (CUTLASS packs 4-CTA clusters per GPC)"
             if why := uneven_waves(gm * gn // cl, cl, lim.num_sms):
                 return False, why
     return True, ""

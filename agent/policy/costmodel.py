@@ -32,8 +32,8 @@ STREAMK_FIXUP_WAVES = 0.09  # the fix-up, in waves of the persistent grid
 # each further split of every tile, there: 2 splits measured 0.942 against 0.984 without (8192x4096x16384) and
 # 0.89 against 0.93-0.97 (8192x2048x8192) in run 27, where the model had ranked them first
 STREAMK_SPLIT_POWER = 0.05
-# grid=even (the fewest persistent CTAs that take the same waves) beside one CTA per SM, power-steady on two H200s
-# (sweeps r33, r34): hopper_raw +1.0/+1.6% on 8192x2048x8192, +1.4/+1.4% on 8192x4096x16384, +0.8% on
+# grid=even (the fewest persistent CTAs that take the same waves) beside one CTA per SM, power-steady on three H200s
+# (sweeps r33-r35): hopper_raw +1.0/+1.4/+1.6% on 8192x2048x8192, +1.3/+1.4/+1.4% on 8192x4096x16384, +0.8% on
 # 4096x12288x16384 and 16384x12288x8192, 0.0% on 1024x12288x8192; CUTLASS persistent +0.8% and 0.0% there
 EVEN_GRID_GAIN = 0.99
 PDL_US = 0.9  # programmatic dependent launch: launch latency hidden behind the previous kernel (H200, measured)

@@ -347,8 +347,8 @@ def raw_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, An
 def even_grid(family: Any, p: dict[str, Any], shape: tuple[int, int, int], sms: int = 132) -> dict[str, Any]:
     """`p` with the fewest persistent CTAs that take the same waves, on a power-limited grid of four waves or more where
     that launches fewer (`family.feasible` says): every CTA then runs as many tiles, and a wave in bands starts on a
-    band. Power-steady on two H200s (sweeps r33, r34) it measured +0.8% to +1.6% at 3.9 to 31 waves (six (shape,
-    kernel) pairs) and 0.0% at 2.9 waves (1024x12288x8192, two kernels); below that it was not measured."""
+    band. Power-steady on three H200s (sweeps r33-r35) it measured +0.8% to +1.6% at 3.9 to 31 waves (nine (shape,
+    kernel, GPU) triples) and 0.0% at 2.9 waves (1024x12288x8192, two kernels); below that it was not measured."""
     if flop(shape) < 2 ** 36 or p.get("scheduler", "persistent") != "persistent":
         return p
     m, n, _ = shape
