@@ -159,12 +159,18 @@ def _estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], ar
         # wider swizzles keep more of A and B in L2; at the power limit every DRAM byte costs clock (16384x12288x8192,
         # 128x256, power-steady: swizzle 2 / 4 / 8 at 0.93 / 0.97 / 0.98 of cuBLASLt)
         raster_gain = {1: 1.0, 2: 0.98, 4: 0.96, 8: 0.95}[p["swizzle"]] if 2.0 * m * n * k > 2 ** 36 else 1.0
-        raster_gain *= EVEN_GRID_GAIN if p.get("grid") == "even" and 2.0 * m * n * k >= 2 ** 36 else 1.0
+        raster_gain *= _even_grid_gain(p, shape)
         t = (max(t_compute, t_mem) + t_chain) * stages_pen * raster_gain
         return t * 1e6 + LAUNCH_US + CUTLASS_HOST_US + fix
     if family == "hopper_raw":
         return _raw_us(p, shape, arch)
     raise ValueError(f"no cost model for family {family!r}")
+
+
+def _even_grid_gain(p: dict[str, Any], shape: tuple[int, int, int]) -> float:
+    """Both persistent families, where the grid runs at the power limit (EVEN_GRID_GAIN says what was measured)."""
+    m, n, k = shape
+    return EVEN_GRID_GAIN if p.get("grid") == "even" and 2.0 * m * n * k >= 2 ** 36 else 1.0
 
 
 def _raw_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> float:
@@ -194,5 +200,5 @@ def _raw_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> float:
     # bands of tile-rows keep A's panels in L2 while the band's columns pass (as CUTLASS's swizzle does)
     band_gain = {1: 1.0, 2: 0.98, 4: 0.96, 8: 0.95, 16: 0.95}[p["group"]] if tiles > sms and 2.0 * m * n * k > 2 ** 36 \
         else 1.0
-    band_gain *= EVEN_GRID_GAIN if p.get("grid") == "even" and 2.0 * m * n * k >= 2 ** 36 else 1.0
+    band_gain *= _even_grid_gain(p, shape)
     return (max(t_compute, t_mem) + t_chain) * stages_pen * band_gain * 1e6 + LAUNCH_US + CUTLASS_HOST_US
