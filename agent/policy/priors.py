@@ -323,7 +323,7 @@ def _square_band(tile_m: int, tile_n: int, sms: int) -> int:
 def raw_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
     """The hand-written kernel's tiles that matched cuBLASLt's cycles (128x256, then 256x128) with the TMA epilogue and
     the deepest ring; beyond one wave, bands that keep a wave's footprint square (`_square_band`). 256x192 where 192
-    divides N, as for CUTLASS. No 2-CTA cluster: it has not been timed
+    divides N, as for CUTLASS, and first where 128x256 would take more than four waves. No 2-CTA cluster: it has not been timed
     beyond one wave since its barrier fix (docs/benchmarks/sweeps/result_r17_cluster_arrive.txt).
     A one-wave grid whose B is at least twice A streams B (and C) with an L2 evict_first hint, so A stays for the next
     call: 1.2% and 1.1% faster power-steady on 1024x4096x8192 in two sweeps on two machines (r31, r32; clock +15-22
@@ -339,8 +339,15 @@ def raw_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, An
             p["l2_evict_first"] = "bc"
         out.append(p)
     if n % 192 == 0 and m >= 256:
-        out.append({"tile_m": 256, "tile_n": 192, "stages": 3, "acc": "fp32", "epi": "tma",
-                    "group": _widest_band(ceil_div(m, 256), _square_band(256, 192, sms))})
+        wide = {"tile_m": 256, "tile_n": 192, "stages": 3, "acc": "fp32", "epi": "tma",
+                "group": _widest_band(ceil_div(m, 256), _square_band(256, 192, sms))}
+        # Many waves: 256x192 first. It led 128x256 on 4096x12288x16384 (11.6 waves of 128x256) in runs 25, 26, 28
+        # and 29 by 1.0-3.2% and on 16384x12288x8192 in run 28 by 1.6%; listed third, run 29 never measured it
+        # there (one prior is reserved a step). At 2.9 waves (1024x12288x8192) the two were within 1.3% either way.
+        if ceil_div(m, 128) * ceil_div(n, 256) > 4 * sms:
+            out.insert(0, wide)
+        else:
+            out.append(wide)
     return [even_grid(hopper_raw, p, shape) for p in out]
 
 
