@@ -5,7 +5,7 @@ Big GEMMs run back to back hold a GPU at its power limit, where the SM clock fol
 kernels that need the same cycles per call can differ in time by their energy per cycle. This separates the two
 (docs/design/builtin_policy.md, "Energy per cycle").
 
-    python3 scripts/sustained_power.py SPEC.json --out DIR [--lead-s 0.5] [--timed-s 1.5] [--rounds 2]
+    python3 scripts/sustained_power.py SPEC.json --out DIR [--lead-s 0.5] [--timed-s 1.5] [--rounds 2] [--separator]
 
 SPEC.json: {"MxNxK": {"target name": {"family": ..., "params": {...}}, ...}, ...}. Every config must first pass
 every check of the evaluator (evaluator.api.evaluate, quick profile, in its own worker process); one that does not
@@ -14,6 +14,11 @@ runs `lead_s` untimed and `timed_s` timed, one after another, while NVML is read
 alternate forward and reverse order. Per target and round: ms per call (CUDA events over back-to-back batches),
 the median SM clock and board power and the peak temperature over the second half of the timed window, and
 kcycles per call (ms × MHz). The results go to DIR/sustained.json after each shape.
+
+--separator puts the evaluator's ordinary empty kernel after every call, as its offline timing does, and takes the
+separators' own time (a held batch of them, timed after each window) out of the figure. Back to back without it, a
+kernel launched with programmatic dependent launch overlaps its prologue with its own previous call, which no
+caller's stream offers it; with it, the figure is the one the evaluator's offline mode measures, held longer.
 """
 from __future__ import annotations
 
@@ -107,12 +112,13 @@ class Sampler:
                 "power_w": round(statistics.median(s[2] for s in sel), 1), "temp_c": max(s[3] for s in sel)}
 
 
-def run_for(c, ops, seconds: float, est_ms: float) -> tuple[float, int]:
-    """Back-to-back unheld batches of `c` for about `seconds`: (ms per call, calls)."""
+def run_for(c, ops, seconds: float, est_ms: float, sep: bool = False) -> tuple[float, int]:
+    """Back-to-back unheld batches of `c` for about `seconds`, each call followed by the separator if `sep`: (ms per
+    call, separator included, calls)."""
     reps = max(1, min(200, round(BATCH_MS / est_ms)))
     total_ms, calls, end = 0.0, 0, time.perf_counter() + seconds
     while time.perf_counter() < end:
-        total_ms += c.time(ops, reps, False, False) * reps
+        total_ms += c.time(ops, reps, False, sep) * reps
         calls += reps
     return total_ms / calls, calls
 
@@ -136,14 +142,18 @@ def measure_shape(nat, gpu: str, lt_version: int, shape, callables: dict, acc16:
         rows, order = [], list(targets)
         for rnd in range(a.rounds):
             for name in (order if rnd % 2 == 0 else order[::-1]):
-                run_for(targets[name], ops, a.lead_s, est[name])
+                run_for(targets[name], ops, a.lead_s, est[name], a.separator)
                 t0 = time.perf_counter()
-                ms, calls = run_for(targets[name], ops, a.timed_s, est[name])
+                ms, calls = run_for(targets[name], ops, a.timed_s, est[name], a.separator)
                 t1 = time.perf_counter()
+                sep_ms = nat.time_batch(-1, *ops.args, 200, True, True) if a.separator else 0.0
+                ms -= sep_ms
                 # the driver may average board power over up to ~1 s: read the window's second half, which the
                 # lead-in and first half separate from the previous target
                 w = sampler.window(t0 + 0.5 * (t1 - t0), t1)
                 row = {"target": name, "round": rnd, "ms": round(ms, 5), "calls": calls, **w}
+                if a.separator:
+                    row["separator_us"] = round(1e3 * sep_ms, 3)
                 if "clk_mhz" in w:
                     row["kcycles"] = round(ms * w["clk_mhz"], 1)  # ms × MHz = thousands of cycles
                 rows.append(row)
@@ -177,6 +187,8 @@ def main() -> int:
     ap.add_argument("--timed-s", type=float, default=1.5)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--sample-ms", type=float, default=50.0)
+    ap.add_argument("--separator", action="store_true",
+                    help="an ordinary empty kernel after every call, its own time taken out (as offline timing)")
     a = ap.parse_args()
     try:
         jobs = parse_spec(json.loads(a.spec.read_text()), a.arch)
@@ -197,7 +209,8 @@ def main() -> int:
     nat = Native(build(a.arch), 0)
     info, gpu = nat.info(), device_name(0)
     result = {"device": gpu, "date": datetime.date.today().isoformat(), "acc": a.acc,
-              "method": {"lead_s": a.lead_s, "timed_s": a.timed_s, "rounds": a.rounds, "sample_ms": a.sample_ms},
+              "method": {"lead_s": a.lead_s, "timed_s": a.timed_s, "rounds": a.rounds, "sample_ms": a.sample_ms,
+                         "separator": a.separator},
               "shapes": {}}
     compile_many(sorted({s for _, srcs in jobs for s in srcs.values()}), a.arch)  # in parallel, into the cache
     sampler = Sampler(a.sample_ms / 1e3).start()
