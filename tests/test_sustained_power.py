@@ -16,11 +16,11 @@ OK = {"tile_m": 128, "tile_n": 256, "tile_k": 64, "cluster_m": 1, "cluster_n": 1
       "swap_ab": False, "acc": "fp32"}
 
 
-def _run(tmp_path: Path, spec) -> subprocess.CompletedProcess:
+def _run(tmp_path: Path, spec, *extra: str) -> subprocess.CompletedProcess:
     f = tmp_path / "spec.json"
     f.write_text(spec if isinstance(spec, str) else json.dumps(spec))
-    return subprocess.run([sys.executable, "scripts/sustained_power.py", str(f), "--out", str(tmp_path / "out")],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "scripts/sustained_power.py", str(f), "--out", str(tmp_path / "out"),
+                           *extra], cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.parametrize("spec,says", [
@@ -39,7 +39,8 @@ def test_bad_specs_are_refused_with_the_entry_named(tmp_path, spec, says):
 
 
 @pytest.mark.skipif(has_gpu(), reason="checks the message shown on machines without a GPU")
-def test_a_machine_without_a_gpu_is_told(tmp_path):
-    p = _run(tmp_path, {"1024x4096x8192": {"base": {"family": "hopper_wgmma", "params": OK}}})
+@pytest.mark.parametrize("extra", [(), ("--separator",)])
+def test_a_machine_without_a_gpu_is_told(tmp_path, extra):
+    p = _run(tmp_path, {"1024x4096x8192": {"base": {"family": "hopper_wgmma", "params": OK}}}, *extra)
     assert p.returncode == 2
     assert "needs a CUDA GPU" in p.stderr
