@@ -196,8 +196,8 @@ def _raw_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> float:
     t_compute = 2.0 * tiles * tm * tn * k / (WGMMA_PEAK * eff * busy) * waves_factor
     t_mem = 2.0 * (m * k + n * k + m * n) / DRAM_BW
     t_chain = ceil_div(k, 64) * 0.06e-6 * ceil_div(tiles, sms)
-    # two stages of k64 leave the loads exposed: 256x192 with 2 measured 0.79-0.83 of cuBLASLt in all eight runs
-    # that proposed it (runs 25-29, three big shapes), where its 3-stage twin measured 0.96-1.05
+    # two stages of k64 leave the loads exposed: 256x192 with 2 measured 0.79-0.83 of cuBLASLt all eight times runs
+    # 25-29 proposed it (three big shapes), where its 3-stage twin measured 0.96-1.05
     stages_pen = {2: 1.25, 3: 1.03}.get(p["stages"], 1.0)
     # bands of tile-rows keep A's panels in L2 while the band's columns pass (as CUTLASS's swizzle does)
     band_gain = {1: 1.0, 2: 0.98, 4: 0.96, 8: 0.95, 16: 0.95}[p["group"]] if tiles > sms and 2.0 * m * n * k > 2 ** 36 \
