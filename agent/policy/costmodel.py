@@ -36,6 +36,9 @@ STREAMK_SPLIT_POWER = 0.05
 # (sweeps r33-r35): hopper_raw +1.0/+1.4/+1.6% on 8192x2048x8192, +1.3/+1.4/+1.4% on 8192x4096x16384, +0.8% on
 # 4096x12288x16384 and 16384x12288x8192, 0.0% on 1024x12288x8192; CUTLASS persistent +0.8% and 0.0% there
 EVEN_GRID_GAIN = 0.99
+# the problem size from which a big GEMM runs at the H200's power limit. Stream-K and even grids are priced from it
+# on (>=); the raster and band credits only above it (>), as they were fitted: 1024x4096x8192 is exactly 2^36 FLOP
+POWER_LIMIT_FLOP = 2 ** 36
 PDL_US = 0.9  # programmatic dependent launch: launch latency hidden behind the previous kernel (H200, measured)
 # wgmma tiles (tile_m, tile_n) relative to 128x256: operand bytes per MMA, accumulator fit, wave fill
 WGMMA_TILE_EFF = {(128, 256): 1.0, (256, 128): 1.0, (128, 192): 0.95, (128, 128): 0.88, (64, 256): 0.85,
@@ -125,7 +128,7 @@ def _estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], ar
         eff *= {1: 0.97, 2: 1.0, 4: 0.99}[cl] if tiles > sms else {1: 1.0, 2: 0.99, 4: 0.9}[cl]
         padded = 2.0 * gm * tm * gn * tn * k
         # priced against the persistent grid of the same tiles (STREAMK_POWER_CREDIT says what was measured)
-        streamk_at_power_limit = p["scheduler"] == "streamk" and 2.0 * m * n * k >= 2 ** 36
+        streamk_at_power_limit = p["scheduler"] == "streamk" and 2.0 * m * n * k >= POWER_LIMIT_FLOP
         if streamk_at_power_limit:
             units = tiles
             waves = tiles / sms
@@ -158,7 +161,8 @@ def _estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], ar
         stages_pen = 1.0 if p["stages"] == 0 else (1.03 if p["stages"] < 4 else 1.0)
         # wider swizzles keep more of A and B in L2; at the power limit every DRAM byte costs clock (16384x12288x8192,
         # 128x256, power-steady: swizzle 2 / 4 / 8 at 0.93 / 0.97 / 0.98 of cuBLASLt)
-        raster_gain = {1: 1.0, 2: 0.98, 4: 0.96, 8: 0.95}[p["swizzle"]] if 2.0 * m * n * k > 2 ** 36 else 1.0
+        raster_gain = {1: 1.0, 2: 0.98, 4: 0.96, 8: 0.95}[p["swizzle"]] if 2.0 * m * n * k > POWER_LIMIT_FLOP \
+            else 1.0
         raster_gain *= _even_grid_gain(p, shape)
         t = (max(t_compute, t_mem) + t_chain) * stages_pen * raster_gain
         return t * 1e6 + LAUNCH_US + CUTLASS_HOST_US + fix
@@ -170,7 +174,7 @@ def _estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], ar
 def _even_grid_gain(p: dict[str, Any], shape: tuple[int, int, int]) -> float:
     """Both persistent families, where the grid runs at the power limit (EVEN_GRID_GAIN says what was measured)."""
     m, n, k = shape
-    return EVEN_GRID_GAIN if p.get("grid") == "even" and 2.0 * m * n * k >= 2 ** 36 else 1.0
+    return EVEN_GRID_GAIN if p.get("grid") == "even" and 2.0 * m * n * k >= POWER_LIMIT_FLOP else 1.0
 
 
 def _raw_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> float:
@@ -200,7 +204,7 @@ def _raw_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> float:
     # 25-29 proposed it (three big shapes), where its 3-stage twin measured 0.96-1.05
     stages_pen = {2: 1.25, 3: 1.03}.get(p["stages"], 1.0)
     # bands of tile-rows keep A's panels in L2 while the band's columns pass (as CUTLASS's swizzle does)
-    band_gain = {1: 1.0, 2: 0.98, 4: 0.96, 8: 0.95, 16: 0.95}[p["group"]] if tiles > sms and 2.0 * m * n * k > 2 ** 36 \
-        else 1.0
+    band_gain = {1: 1.0, 2: 0.98, 4: 0.96, 8: 0.95, 16: 0.95}[p["group"]] \
+        if tiles > sms and 2.0 * m * n * k > POWER_LIMIT_FLOP else 1.0
     band_gain *= _even_grid_gain(p, shape)
     return (max(t_compute, t_mem) + t_chain) * stages_pen * band_gain * 1e6 + LAUNCH_US + CUTLASS_HOST_US
