@@ -31,6 +31,9 @@ DOMAIN: dict[str, tuple] = {
     # so every CTA runs the same number of work units and each wave starts on a band boundary (512 units on 132
     # SMs: 128 CTAs of 4 instead of 116 of 4 and 16 of 3)
     "grid": ("full", "even"),
+    # CTAs of a cluster that split K for one tile (not persistent), their fp32 partials summed on chip through
+    # distributed shared memory: skinny long-K shapes, whose few tiles leave most SMs idle
+    "split_k": (1, 2, 4, 8),
     **LAUNCH_DOMAIN,
 }
 # What the policy's mutations move through, narrower than what a sweep may render: 29 of run 25's 48 hopper_raw
@@ -38,7 +41,7 @@ DOMAIN: dict[str, tuple] = {
 # hint in sweep r31, and B alone (b) never differed from B with C (bc)
 SEARCH_DOMAIN: dict[str, tuple] = {**DOMAIN, "l2_evict_first": ("none", "c", "bc")}
 DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "k_order": "forward", "l2_evict_first": "none",
-                            "grid": "full", **LAUNCH_DEFAULTS}
+                            "grid": "full", "split_k": 1, **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
 MAX_ACC_REGS = 192  # fp32 accumulators per consumer thread; the consumers get 232 registers (setmaxnreg)
 
@@ -48,9 +51,13 @@ def validate(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def smem_bytes(p: dict[str, Any]) -> int:
-    """The stage ring (128-byte rows of 64 K-elements), 1024 bytes of alignment slack and the barriers."""
+    """The stage ring (128-byte rows of 64 K-elements; a K split's fp32 partial tile reuses it, rows padded by 8
+    floats), 1024 bytes of alignment slack and the barriers."""
     epi = EPI_BYTES if p.get("epi") == "tma" else 0
-    return p["stages"] * (p["tile_m"] + p["tile_n"]) * 128 + epi + 1024 + 16 * p["stages"]
+    ring = p["stages"] * (p["tile_m"] + p["tile_n"]) * 128
+    if p.get("split_k", 1) > 1:
+        ring = max(ring, p["tile_m"] * (p["tile_n"] + 8) * 4)
+    return ring + epi + 1024 + 16 * p["stages"]
 
 
 def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: str) -> tuple[bool, str]:
@@ -64,10 +71,17 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         return False, f"the TMA epilogue stores 64-column sub-tiles: tile_n={p['tile_n']} is not a multiple of 64"
     if "c" in p.get("l2_evict_first", "none") and p.get("epi") != "tma":
         return False, "an L2 hint on C needs the TMA epilogue (stores from registers carry none)"
+    if why := split_problem(p):
+        return False, why
     if why := smem_problem(smem_bytes(p), lim):
         return False, why
     if shape is not None:
         m, n, k = shape
+        if (sk := p.get("split_k", 1)) > 1 and ceil_div(k, 64) < sk:
+            return False, f"split_k={sk} needs a 64-wide k-block per CTA: K={k} has {ceil_div(k, 64)}"
+        if sk > 1 and n % 8:
+            return False, f"split_k={sk} stores 16-byte rows of C: N={n} must be a multiple of 8"
+
         if k % 8 or n % 2:
             return False, f"K={k} must be a multiple of 8 (TMA row stride) and N={n} even (paired stores)"
         if p.get("epi") == "tma" and n % 8:
@@ -84,6 +98,19 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         if p.get("grid") == "even" and (why := uneven_waves(rows // cl * ceil_div(n, p["tile_n"]), cl, lim.num_sms)):
             return False, why
     return True, ""
+
+
+def split_problem(p: dict[str, Any]) -> str:
+    """Why a K-split config cannot be built ('' if it can): its reduction is its own epilogue, and its cluster runs
+    one tile, so the knobs of the persistent schedule and of the other epilogue mean nothing there."""
+    if p.get("split_k", 1) == 1:
+        return ""
+    clash = {k: p.get(k, DEFAULTS.get(k)) for k, v in (("cluster_m", 1), ("epi", "direct"), ("k_order", "forward"),
+                                                      ("grid", "full")) if p.get(k, DEFAULTS.get(k)) != v}
+    if clash:
+        return (f"split_k={p['split_k']} is a cluster along K with its own epilogue, one tile per cluster: "
+                f"it needs cluster_m=1, epi=direct, k_order=forward and grid=full, not {clash}")
+    return ""
 
 
 def render(params: dict[str, Any]) -> str:
