@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, ceil_div, launch_knobs, render_feasible, smem_problem,
-                     uneven_waves, validate_with_defaults, validated)
+from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, MAX_TILES, WS_FLOATS, ceil_div, launch_knobs, render_feasible,
+                     smem_problem, splitk_problem, uneven_waves, validate_with_defaults, validated)
 
 NAME = "hopper_raw"
 TEMPLATE = "hopper_raw.cu.j2"
@@ -31,8 +31,8 @@ DOMAIN: dict[str, tuple] = {
     # so every CTA runs the same number of work units and each wave starts on a band boundary (512 units on 132
     # SMs: 128 CTAs of 4 instead of 116 of 4 and 16 of 3)
     "grid": ("full", "even"),
-    # CTAs of a cluster that split K for one tile (not persistent), their fp32 partials summed on chip through
-    # distributed shared memory: skinny long-K shapes, whose few tiles leave most SMs idle
+    # CTAs that split K for one tile (not persistent), their fp32 partials summed by the last to arrive, through a
+    # static workspace: skinny long-K shapes, whose few tiles leave most SMs idle
     "split_k": (1, 2, 4, 8),
     **LAUNCH_DOMAIN,
 }
@@ -51,13 +51,11 @@ def validate(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def smem_bytes(p: dict[str, Any]) -> int:
-    """The stage ring (128-byte rows of 64 K-elements; a K split's fp32 partial tile reuses it, rows padded by 8
-    floats), 1024 bytes of alignment slack and the barriers."""
+    """The stage ring (128-byte rows of 64 K-elements), 1024 bytes of alignment slack, the barriers and a K split's
+    arrival flag."""
     epi = EPI_BYTES if p.get("epi") == "tma" else 0
-    ring = p["stages"] * (p["tile_m"] + p["tile_n"]) * 128
-    if p.get("split_k", 1) > 1:
-        ring = max(ring, p["tile_m"] * (p["tile_n"] + 8) * 4)
-    return ring + epi + 1024 + 16 * p["stages"]
+    flag = 16 if p.get("split_k", 1) > 1 else 0
+    return p["stages"] * (p["tile_m"] + p["tile_n"]) * 128 + epi + 1024 + 16 * p["stages"] + flag
 
 
 def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: str) -> tuple[bool, str]:
@@ -77,10 +75,10 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         return False, why
     if shape is not None:
         m, n, k = shape
-        if (sk := p.get("split_k", 1)) > 1 and ceil_div(k, 64) < sk:
-            return False, f"split_k={sk} needs a 64-wide k-block per CTA: K={k} has {ceil_div(k, 64)}"
-        if sk > 1 and n % 8:
-            return False, f"split_k={sk} stores 16-byte rows of C: N={n} must be a multiple of 8"
+        tiles = ceil_div(m, p["tile_m"]) * ceil_div(n, p["tile_n"])
+        if (sk := p.get("split_k", 1)) > 1 and (why := splitk_problem(ceil_div(k, 64), sk, tiles,
+                                                                       p["tile_m"] * p["tile_n"])):
+            return False, why
 
         if k % 8 or n % 2:
             return False, f"K={k} must be a multiple of 8 (TMA row stride) and N={n} even (paired stores)"
@@ -101,15 +99,20 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
 
 
 def split_problem(p: dict[str, Any]) -> str:
-    """Why a K-split config cannot be built ('' if it can): its reduction is its own epilogue, and its cluster runs
-    one tile, so the knobs of the persistent schedule and of the other epilogue mean nothing there."""
+    """Why a K-split config cannot be built ('' if it can): its sum feeds the stores from registers, and its CTAs
+    run one tile each, so the knobs of the persistent schedule and of the TMA epilogue mean nothing there."""
     if p.get("split_k", 1) == 1:
         return ""
     clash = {k: p.get(k, DEFAULTS.get(k)) for k, v in (("cluster_m", 1), ("epi", "direct"), ("k_order", "forward"),
                                                       ("grid", "full")) if p.get(k, DEFAULTS.get(k)) != v}
     if clash:
-        return (f"split_k={p['split_k']} is a cluster along K with its own epilogue, one tile per cluster: "
+        return (f"split_k={p['split_k']} runs one tile per CTA and sums into the stores from registers: "
                 f"it needs cluster_m=1, epi=direct, k_order=forward and grid=full, not {clash}")
+    # the last CTA's sum keeps its own partial and the other splits' loads in registers beside the accumulators:
+    # ptxas spilled every config beyond these (128x128 by 8, 128x192 by 4, 128x256 by 4, any 256-row tile)
+    if p["tile_m"] != 128 or p["tile_n"] * p["split_k"] > 512:
+        return (f"split_k={p['split_k']} with a {p['tile_m']}x{p['tile_n']} tile: the sum of the splits needs "
+                "tile_m=128 and tile_n * split_k <= 512 (beyond that its registers spill)")
     return ""
 
 
@@ -118,6 +121,7 @@ def render(params: dict[str, Any]) -> str:
     n = p["tile_n"] // 2  # accumulator registers of one m64 wgmma atom, spelled out for its inline assembly
     evict = p.get("l2_evict_first", "none").replace("none", "")
     return render_feasible(NAME, TEMPLATE, p, feasible, defaults=DEFAULTS, acc_regs=n, evict_first=evict,
+                           ws_floats=WS_FLOATS, ws_tiles=MAX_TILES,
                            acc_list=", ".join(f"%{i}" for i in range(n)),
                            acc_operands=", ".join(f'"+f"(d[{i}])' for i in range(n)))
 
