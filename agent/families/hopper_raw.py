@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, MAX_TILES, WS_FLOATS, ceil_div, launch_knobs, render_feasible,
-                     smem_problem, splitk_problem, uneven_waves, validate_with_defaults, validated)
+from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, ceil_div, launch_knobs, render_feasible, smem_problem,
+                     uneven_waves, validate_with_defaults, validated)
 
 NAME = "hopper_raw"
 TEMPLATE = "hopper_raw.cu.j2"
@@ -31,9 +31,6 @@ DOMAIN: dict[str, tuple] = {
     # so every CTA runs the same number of work units and each wave starts on a band boundary (512 units on 132
     # SMs: 128 CTAs of 4 instead of 116 of 4 and 16 of 3)
     "grid": ("full", "even"),
-    # CTAs that split K for one tile (not persistent), their fp32 partials summed by the last to arrive, through a
-    # static workspace: skinny long-K shapes, whose few tiles leave most SMs idle
-    "split_k": (1, 2, 4, 8),
     **LAUNCH_DOMAIN,
 }
 # What the policy's mutations move through, narrower than what a sweep may render: 29 of run 25's 48 hopper_raw
@@ -41,7 +38,7 @@ DOMAIN: dict[str, tuple] = {
 # hint in sweep r31, and B alone (b) never differed from B with C (bc)
 SEARCH_DOMAIN: dict[str, tuple] = {**DOMAIN, "l2_evict_first": ("none", "c", "bc")}
 DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "k_order": "forward", "l2_evict_first": "none",
-                            "grid": "full", "split_k": 1, **LAUNCH_DEFAULTS}
+                            "grid": "full", **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
 MAX_ACC_REGS = 192  # fp32 accumulators per consumer thread; the consumers get 232 registers (setmaxnreg)
 
@@ -51,11 +48,9 @@ def validate(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def smem_bytes(p: dict[str, Any]) -> int:
-    """The stage ring (128-byte rows of 64 K-elements), 1024 bytes of alignment slack, the barriers and a K split's
-    arrival flag."""
+    """The stage ring (128-byte rows of 64 K-elements), 1024 bytes of alignment slack and the barriers."""
     epi = EPI_BYTES if p.get("epi") == "tma" else 0
-    flag = 16 if p.get("split_k", 1) > 1 else 0
-    return p["stages"] * (p["tile_m"] + p["tile_n"]) * 128 + epi + 1024 + 16 * p["stages"] + flag
+    return p["stages"] * (p["tile_m"] + p["tile_n"]) * 128 + epi + 1024 + 16 * p["stages"]
 
 
 def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: str) -> tuple[bool, str]:
@@ -69,17 +64,10 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         return False, f"the TMA epilogue stores 64-column sub-tiles: tile_n={p['tile_n']} is not a multiple of 64"
     if "c" in p.get("l2_evict_first", "none") and p.get("epi") != "tma":
         return False, "an L2 hint on C needs the TMA epilogue (stores from registers carry none)"
-    if why := split_problem(p):
-        return False, why
     if why := smem_problem(smem_bytes(p), lim):
         return False, why
     if shape is not None:
         m, n, k = shape
-        tiles = ceil_div(m, p["tile_m"]) * ceil_div(n, p["tile_n"])
-        if (sk := p.get("split_k", 1)) > 1 and (why := splitk_problem(ceil_div(k, 64), sk, tiles,
-                                                                       p["tile_m"] * p["tile_n"])):
-            return False, why
-
         if k % 8 or n % 2:
             return False, f"K={k} must be a multiple of 8 (TMA row stride) and N={n} even (paired stores)"
         if p.get("epi") == "tma" and n % 8:
@@ -98,30 +86,11 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
     return True, ""
 
 
-def split_problem(p: dict[str, Any]) -> str:
-    """Why a K-split config cannot be built ('' if it can): its sum feeds the stores from registers, and its CTAs
-    run one tile each, so the knobs of the persistent schedule and of the TMA epilogue mean nothing there."""
-    if p.get("split_k", 1) == 1:
-        return ""
-    clash = {k: p.get(k, DEFAULTS.get(k)) for k, v in (("cluster_m", 1), ("epi", "direct"), ("k_order", "forward"),
-                                                      ("grid", "full")) if p.get(k, DEFAULTS.get(k)) != v}
-    if clash:
-        return (f"split_k={p['split_k']} runs one tile per CTA and sums into the stores from registers: "
-                f"it needs cluster_m=1, epi=direct, k_order=forward and grid=full, not {clash}")
-    # the last CTA's sum keeps its own partial and the other splits' loads in registers beside the accumulators:
-    # ptxas spilled every config beyond these (128x128 by 8, 128x192 by 4, 128x256 by 4, any 256-row tile)
-    if p["tile_m"] != 128 or p["tile_n"] * p["split_k"] > 512:
-        return (f"split_k={p['split_k']} with a {p['tile_m']}x{p['tile_n']} tile: the sum of the splits needs "
-                "tile_m=128 and tile_n * split_k <= 512 (beyond that its registers spill)")
-    return ""
-
-
 def render(params: dict[str, Any]) -> str:
     p = validate(params)
     n = p["tile_n"] // 2  # accumulator registers of one m64 wgmma atom, spelled out for its inline assembly
     evict = p.get("l2_evict_first", "none").replace("none", "")
     return render_feasible(NAME, TEMPLATE, p, feasible, defaults=DEFAULTS, acc_regs=n, evict_first=evict,
-                           ws_floats=WS_FLOATS, ws_tiles=MAX_TILES,
                            acc_list=", ".join(f"%{i}" for i in range(n)),
                            acc_operands=", ".join(f'"+f"(d[{i}])' for i in range(n)))
 

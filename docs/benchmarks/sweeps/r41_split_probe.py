@@ -1,7 +1,10 @@
 """Probe (sweep r41): where a hopper_raw K-split call spends its time. For each config: host enqueue time per call,
 GPU time per call from events over back-to-back calls, and one synchronised call, beside torch.matmul (cuBLAS).
 Run on the GPU machine after `source scripts/device_env.sh`:  python3 docs/benchmarks/sweeps/r41_split_probe.py [ONLY]
-With ONLY (an index) it makes 3 calls of that config and nothing else, for Nsight Compute. ABLATE entries time the
+It renders hopper_raw's `split_k` knob, which exists only in the commits that measured it: f898004 (a cluster along
+K, reduced through distributed shared memory; the ablations below cut that template's text) and 6863f45 (a static
+workspace); check one of them out to rerun. With ONLY (an index) it makes 3 calls of that config and nothing else,
+for Nsight Compute. ABLATE entries time the
 same kernel with parts of its K-split epilogue cut out (wrong results, timing only), to find what costs."""
 import ctypes
 import json
