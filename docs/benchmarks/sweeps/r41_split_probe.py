@@ -4,8 +4,8 @@ Run on the GPU machine after `source scripts/device_env.sh`:  python3 docs/bench
 It renders hopper_raw's `split_k` knob, which exists only in the commits that measured it: f898004 (a cluster along
 K, reduced through distributed shared memory; the ablations below cut that template's text) and 6863f45 (a static
 workspace); check one of them out to rerun. With ONLY (an index) it makes 3 calls of that config and nothing else,
-for Nsight Compute. ABLATE entries time the
-same kernel with parts of its K-split epilogue cut out (wrong results, timing only), to find what costs."""
+for Nsight Compute. ABLATE entries time the same kernel with parts of its K-split epilogue cut out (wrong results,
+timing only), to find what costs; --ablate-only runs just those."""
 import ctypes
 import json
 import sys
