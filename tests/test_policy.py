@@ -210,6 +210,21 @@ def test_hopper_priors_prefer_tiles_that_fill_the_last_wave():
     assert short_k["schedule"] == "pingpong" and short_k["scheduler"] == "persistent"
 
 
+@pytest.mark.parametrize("shape", [(1024, 12288, 256), (2048, 8192, 256), (512, 16384, 512)])
+def test_output_bound_short_k_starts_with_64_column_epilogue_tiles_and_is_measured_first(shape):
+    """A short K and a large output: ping-pong 128x128 with 64-column epilogue sub-tiles and the long side on wgmma's
+    M (sweep r44: 1.007-1.066 against 0.928-1.012 for CUTLASS's own epilogue tile). It leads the family's priors and
+    so is the one hopper_wgmma candidate of the first step; outputs under 2^23 elements keep cooperative first."""
+    first = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[0]
+    assert (first["schedule"], first["tile_m"], first["tile_n"], first["epi_n"], first["swap_ab"]) == (
+        "pingpong", 128, 128, 64, True)
+    assert get("hopper_wgmma").feasible(first, shape, "sm_90a")[0]
+    batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 3)
+    assert [c.params.get("epi_n") for c in batch if c.family == "hopper_wgmma"] == [64]
+    small_out = priors.priors("hopper_wgmma", (1024, 2048, 64), "fp32", "sm_90a")[0]
+    assert small_out["schedule"] == "cooperative" and not small_out.get("epi_n")
+
+
 def test_power_bound_shapes_start_with_the_least_dram_traffic():
     """At the power limit DRAM bytes cost clock: 256x192 where 192 divides N, then the base tile with swizzle 8;
     both are feasible and the costmodel ranks them above the same tile with swizzle 1."""
