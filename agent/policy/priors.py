@@ -193,15 +193,14 @@ def hopper_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> list
         pp = plain(tile_m=128, tile_n=128, schedule="pingpong", swap_ab=False)
         # a large output favours ping-pong (its epilogue overlaps the other warpgroup's main loop): measured twice at
         # 0.947 on 1024x12288x256, where cooperative got 0.78; on 2M-element outputs cooperative led by 4-5%
-        out = ([pp, coop] if m * n >= 2 ** 23 else [coop, pp]) + [
+        # Storing such an output is most of the call: CUTLASS's own epilogue tile (at most 32 columns) takes four or
+        # more store rounds, each behind a barrier, per 64x128 half-tile, and 64 columns take two. Sweep r44 (H200,
+        # the same kernel with and without): 1024x12288x256 1.058 against 1.001-1.004, 2048x8192x256 0.997 against
+        # 0.928, 512x16384x512 1.033 against 1.012; with the long side on wgmma's M (C^T = B^T A^T) 1.066, 1.007
+        # and 1.053.
+        wide_epilogue = dict(pp, swap_ab=n > m, epi_n=64)
+        out = ([wide_epilogue, pp, coop] if m * n >= 2 ** 23 else [coop, pp]) + [
             plain(tile_m=64, tile_n=128, schedule="pingpong", swap_ab=False)] + out
-        if m * n >= 2 ** 23:
-            # Storing the output is most of such a call, and CUTLASS's own epilogue tile (32 columns) takes four
-            # store rounds, each behind a barrier, per 64x128 half-tile; 64 columns take two. Sweep r44 (H200, the
-            # same kernel with and without, two rounds): 1024x12288x256 1.058 against 1.001-1.004, 2048x8192x256
-            # 0.997 against 0.928, 512x16384x512 1.033 against 1.012; with the long side on wgmma's M (C^T = B^T A^T)
-            # 1.066, 1.007 and 1.053.
-            out.insert(0, dict(pp, swap_ab=n > m, epi_n=64))
     if flop(shape) >= LARGE_FLOP and base["schedule"] == "cooperative":
         out = _power_bound_priors(shape, base, ragged, one_wave=tiles <= sms) + out
     if base["schedule"] == "cooperative":
