@@ -36,8 +36,9 @@ STREAMK_SPLIT_POWER = 0.05
 # (sweeps r33-r35): hopper_raw +1.0/+1.4/+1.6% on 8192x2048x8192, +1.3/+1.4/+1.4% on 8192x4096x16384, +0.8% on
 # 4096x12288x16384 and 16384x12288x8192, 0.0% on 1024x12288x8192; CUTLASS persistent +0.8% and 0.0% there
 EVEN_GRID_GAIN = 0.99
-# the problem size from which a big GEMM runs at the H200's power limit. Stream-K and even grids are priced from it
-# on (>=); the raster and band credits only above it (>), as they were fitted: 1024x4096x8192 is exactly 2^36 FLOP
+# the problem size from which a big GEMM runs at the H200's power limit. Stream-K and even grids are priced (and even
+# grids proposed, priors.even_grid) from it on (>=); the raster and band credits only above it (>), as they were
+# fitted: 1024x4096x8192 is exactly 2^36 FLOP
 POWER_LIMIT_FLOP = 2 ** 36
 PDL_US = 0.9  # programmatic dependent launch: launch latency hidden behind the previous kernel (H200, measured)
 # wgmma tiles (tile_m, tile_n) relative to 128x256: operand bytes per MMA, accumulator fit, wave fill

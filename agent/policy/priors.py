@@ -12,6 +12,8 @@ from typing import Any
 from agent.families import hopper_raw, hopper_wgmma, with_launch_knobs
 from agent.families.common import ceil_div
 
+from .costmodel import POWER_LIMIT_FLOP
+
 SMALL_FLOP = 2 ** 33  # below: the launch and the k-loop latency dominate
 LARGE_FLOP = 2 ** 35  # above: wgmma tensor-core throughput dominates
 L2_BYTES = 50 * 2 ** 20  # the H100's L2 (the H200 has 60 MiB): an operand this large mostly streams from DRAM
@@ -362,7 +364,7 @@ def even_grid(family: Any, p: dict[str, Any], shape: tuple[int, int, int], sms: 
     that launches fewer (`family.feasible` says): every CTA then runs as many tiles, and a wave in bands starts on a
     band. Power-steady on three H200s (sweeps r33-r35) it measured +0.8% to +1.6% at 3.9 to 31 waves (nine (shape,
     kernel, GPU) triples) and 0.0% at 2.9 waves (1024x12288x8192, two kernels); below that it was not measured."""
-    if flop(shape) < 2 ** 36 or p.get("scheduler", "persistent") != "persistent":
+    if flop(shape) < POWER_LIMIT_FLOP or p.get("scheduler", "persistent") != "persistent":
         return p
     m, n, _ = shape
     if family is hopper_wgmma:
