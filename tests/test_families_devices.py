@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ctypes
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -34,16 +33,12 @@ def two_gpus():
 
 @pytest.fixture(scope="module")
 def libraries(two_gpus):
-    from evaluator.compile import compile_kernel
+    from evaluator.compile import compile_many
 
-    def build(case):
-        family, params, shape = case
-        info = compile_kernel(families.render(family, params, shape, "sm_90a"), "sm_90a", timeout=900)
+    infos = compile_many([families.render(f, p, shape, "sm_90a") for f, p, shape in CASES], "sm_90a", timeout=900)
+    for info in infos:
         assert info.ok and info.so_path, info.log[-3000:]
-        return info.so_path
-
-    with ThreadPoolExecutor(max_workers=len(CASES)) as pool:
-        return dict(zip([c[0] for c in CASES], pool.map(build, CASES)))
+    return {case[0]: info.so_path for case, info in zip(CASES, infos)}
 
 
 @pytest.mark.gpu
