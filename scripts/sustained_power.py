@@ -9,11 +9,13 @@ kernels that need the same cycles per call can differ in time by their energy pe
 
 SPEC.json: {"MxNxK": {"target name": {"family": ..., "params": {...}}, ...}, ...}. Every config must first pass
 every check of the evaluator (evaluator.api.evaluate, quick profile, in its own worker process); one that does not
-is reported and left out. Then, in this process, each target and cuBLASLt-AutoTuning NN and TN (`lt-NN`, `lt-TN`)
+is reported and left out. A target may instead be a contract file wrong by design, {"file": "x.cu", "probe": "why"}
+(a path relative to the spec's folder): an ablation that leaves out the loads, the MMAs or the stores, to see what
+each costs in energy. It is compiled and timed without the checks, and its rows say so. Then, in this process, each target and cuBLASLt-AutoTuning NN and TN (`lt-NN`, `lt-TN`)
 runs `lead_s` untimed and `timed_s` timed, one after another, while NVML is read every `sample_ms`; the rounds
 alternate forward and reverse order. Per target and round: ms per call (CUDA events over back-to-back batches),
 the median SM clock and board power and the peak temperature over the second half of the timed window, and
-kcycles per call (ms × MHz). The results go to DIR/sustained.json after each shape.
+kcycles per call (ms × MHz) and mJ per call (ms × W). The results go to DIR/sustained.json after each shape.
 
 --separator puts the evaluator's ordinary empty kernel after every call, as its offline timing does, and takes the
 separators' own time (a held batch of them, timed after each window) out of the figure. Back to back without it, a
@@ -39,8 +41,8 @@ LT = {"lt-NN": "cublaslt-autotune-NN", "lt-TN": "cublaslt-autotune-TN"}
 BATCH_MS = 40.0  # one timed batch; the host sync between batches idles the GPU for well under 0.1% of it
 
 
-def parse_spec(spec: dict, arch: str) -> list[tuple[tuple[int, int, int], dict[str, str]]]:
-    """[(shape, {target: rendered source})]; raises ValueError naming the bad entry."""
+def parse_spec(spec: dict, arch: str, folder: Path = Path(".")) -> list[tuple[tuple[int, int, int], dict, dict]]:
+    """[(shape, {target: source}, {probe target: why it is unchecked})]; raises ValueError naming the bad entry."""
     from agent.families import render
     from agent.shapes import parse_shape_line
 
@@ -54,17 +56,26 @@ def parse_spec(spec: dict, arch: str) -> list[tuple[tuple[int, int, int], dict[s
             raise ValueError(f"{key!r} is not a shape (write it as MxNxK): {e}") from None
         if not isinstance(targets, dict) or not targets:
             raise ValueError(f"{key}: give at least one target")
-        srcs = {}
+        srcs, probes = {}, {}
         for name, cfg in targets.items():
             if name in LT:
                 raise ValueError(f"{key}: {name!r} is the name of a baseline")
+            if isinstance(cfg, dict) and "file" in cfg:
+                if not isinstance(cfg.get("probe"), str) or not cfg["probe"].strip():
+                    raise ValueError(f"{key}/{name}: a file target needs 'probe', saying why it runs unchecked")
+                try:
+                    srcs[name] = (folder / cfg["file"]).read_text()
+                except (OSError, TypeError) as e:
+                    raise ValueError(f"{key}/{name}: cannot read {cfg['file']!r}: {e}") from None
+                probes[name] = cfg["probe"].strip()
+                continue
             try:
                 srcs[name] = render(cfg["family"], cfg["params"], shape, arch)
             except (KeyError, TypeError) as e:
                 raise ValueError(f"{key}/{name}: needs 'family' and 'params' ({e})") from e
             except ValueError as e:
                 raise ValueError(f"{key}/{name}: refused: {e}") from e
-        out.append((shape, srcs))
+        out.append((shape, srcs, probes))
     return out
 
 
@@ -156,6 +167,7 @@ def measure_shape(nat, gpu: str, lt_version: int, shape, callables: dict, acc16:
                     row["separator_us"] = round(1e3 * sep_ms, 3)
                 if "clk_mhz" in w:
                     row["kcycles"] = round(ms * w["clk_mhz"], 1)  # ms × MHz = thousands of cycles
+                    row["mj"] = round(ms * w["power_w"], 2)  # ms × W = mJ: what a call costs at the power limit
                 rows.append(row)
                 print(f"  {name:20s} round {rnd}: {ms:.5f} ms at {w.get('clk_mhz', '?')} MHz, "
                       f"{w.get('power_w', '?')} W", flush=True)
@@ -174,7 +186,8 @@ def summary(rows: list[dict]) -> dict:
     lt = min(ms[n] for n in LT if n in ms)
     return {n: {"ms": round(v, 5), "vs_lt": round(lt / v, 4),
                 "clk_mhz": statistics.median(r.get("clk_mhz", 0) for r in by[n]),
-                "kcycles": round(statistics.mean(r.get("kcycles", 0) for r in by[n]), 1)} for n, v in ms.items()}
+                "kcycles": round(statistics.mean(r.get("kcycles", 0) for r in by[n]), 1),
+                "mj": round(statistics.mean(r.get("mj", 0) for r in by[n]), 2)} for n, v in ms.items()}
 
 
 def main() -> int:
@@ -191,7 +204,7 @@ def main() -> int:
                     help="an ordinary empty kernel after every call, its own time taken out (as offline timing)")
     a = ap.parse_args()
     try:
-        jobs = parse_spec(json.loads(a.spec.read_text()), a.arch)
+        jobs = parse_spec(json.loads(a.spec.read_text()), a.arch, a.spec.parent)
     except (OSError, ValueError) as e:  # json.JSONDecodeError is a ValueError
         print(f"sustained_power: {a.spec}: {e}", file=sys.stderr)
         return 2
@@ -212,21 +225,30 @@ def main() -> int:
               "method": {"lead_s": a.lead_s, "timed_s": a.timed_s, "rounds": a.rounds, "sample_ms": a.sample_ms,
                          "separator": a.separator},
               "shapes": {}}
-    compile_many(sorted({s for _, srcs in jobs for s in srcs.values()}), a.arch)  # in parallel, into the cache
+    unique = sorted({s for _, srcs, _ in jobs for s in srcs.values()})
+    built = dict(zip(unique, compile_many(unique, a.arch)))  # in parallel, into the cache
     sampler = Sampler(a.sample_ms / 1e3).start()
     libs = []  # the candidates' libraries stay loaded while their callables are registered
     try:
-        for shape, srcs in jobs:
+        for shape, srcs, probes in jobs:
             key = "x".join(map(str, shape))
             print(key, flush=True)
             checks, callables = {}, {}
             for name, src in srcs.items():
-                r = evaluate(src, shape, acc=a.acc, mode="offline", profile="quick", arch=a.arch)
-                checks[name] = {"status": r.status, "speedup_quick": r.speedup(BASELINE), "reason": r.reason[:300]}
-                if r.status != "ok":
-                    print(f"  {name}: {r.status}, left out: {r.reason[:200]}", flush=True)
-                    continue
-                libs.append(ctypes.CDLL(r.compile.so_path))
+                if name in probes:
+                    so, ok = built[src].so_path, built[src].ok
+                    checks[name] = {"status": "probe" if ok else "compile_error", "reason": probes[name]}
+                    if not ok:
+                        print(f"  {name}: does not compile, left out: {built[src].log[-300:]}", flush=True)
+                        continue
+                else:
+                    r = evaluate(src, shape, acc=a.acc, mode="offline", profile="quick", arch=a.arch)
+                    checks[name] = {"status": r.status, "speedup_quick": r.speedup(BASELINE), "reason": r.reason[:300]}
+                    if r.status != "ok":
+                        print(f"  {name}: {r.status}, left out: {r.reason[:200]}", flush=True)
+                        continue
+                    so = r.compile.so_path
+                libs.append(ctypes.CDLL(so))
                 fn = ctypes.cast(libs[-1].hgemm, ctypes.c_void_p).value
                 callables[name] = NativeCallable(nat, name, nat.register_candidate(fn, *shape))
             rows = measure_shape(nat, gpu, info["cublaslt"], shape, callables, a.acc == "fp16", a, sampler)

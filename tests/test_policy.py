@@ -386,7 +386,7 @@ def test_every_proposal_uses_pdl_on_sm90_and_none_on_sm80():
     assert cands and all("pdl" not in c.params for c in cands)
 
 
-def test_raw_priors_are_feasible_on_the_big_dev_shapes_and_band_only_beyond_one_wave():
+def test_raw_priors_are_feasible_on_the_big_dev_shapes_and_band_as_measured():
     from agent.families import hopper_raw
 
     listed = (Path(__file__).resolve().parents[1] / "docs/benchmarks/dev_sample_large.txt").read_text().splitlines()
@@ -397,10 +397,14 @@ def test_raw_priors_are_feasible_on_the_big_dev_shapes_and_band_only_beyond_one_
         # 256x192 leads where 192 divides N and 128x256 would take more than four waves
         first = (256, 192) if shape in ((4096, 12288, 16384), (16384, 12288, 8192)) else (128, 256)
         assert (ps[0]["tile_m"], ps[0]["tile_n"], ps[0]["epi"]) == (*first, "tma"), shape
-    # 128 tiles of 128x256 on 132 SMs: one wave, no band; beyond one wave, bands that square a wave's footprint:
-    # 16 tile-rows of 128x256 (A panels half the bytes of B's), 8 of 256x128 and of 256x192
+    # 128 tiles on 132 SMs: one wave, where neighbours share the wider operand tile: bands of 128x256 (4 of the 8
+    # tile-rows, two bands' worth), rows of 256x128 (sweep r48); not where the power limit does not hold the clock
     one_wave = priors.priors("hopper_raw", (1024, 4096, 8192), "fp32", "sm_90a")
-    assert one_wave[0]["group"] == 1
+    assert [(p["tile_m"], p["group"]) for p in one_wave] == [(128, 4), (256, 1)]
+    assert [p["group"] for p in priors.priors("hopper_raw", (4096, 1024, 12288), "fp32", "sm_90a")] == [16, 1]
+    assert [p["group"] for p in priors.priors("hopper_raw", (1024, 2048, 64), "fp32", "sm_90a")] == [1, 1]
+    # beyond one wave, bands that square a wave's footprint: 16 tile-rows of 128x256 (A panels half the bytes of
+    # B's), 8 of 256x128 and of 256x192
     wide = priors.priors("hopper_raw", (8192, 4096, 16384), "fp32", "sm_90a")
     assert [(p["tile_m"], p["tile_n"], p["group"]) for p in wide] == [(128, 256, 16), (256, 128, 8)]
     assert priors.priors("hopper_raw", (4096, 12288, 16384), "fp32", "sm_90a")[0]["group"] == 8
@@ -413,7 +417,12 @@ def test_raw_priors_are_feasible_on_the_big_dev_shapes_and_band_only_beyond_one_
     assert any(p["tile_n"] == 192 for p in priors.priors("hopper_raw", (4096, 12288, 16384), "fp32", "sm_90a"))
     assert priors.priors("hopper_raw", (8192, 2048, 8192), "fp16", "sm_90a") == []
     assert priors.priors("hopper_raw", (8192, 2048, 8192), "fp32", "sm_80") == []
-    # the cost model prices the epilogue: registers-to-global is the slower one
+    # the cost model prices the epilogue (registers-to-global is the slower one) and the one-wave order
+    est = costmodel.estimate_us
+    assert est("hopper_raw", one_wave[0], (1024, 4096, 8192)) < est("hopper_raw", dict(one_wave[0], group=1),
+                                                                     (1024, 4096, 8192))
+    assert est("hopper_raw", one_wave[1], (1024, 4096, 8192)) < est("hopper_raw", dict(one_wave[1], group=2),
+                                                                     (1024, 4096, 8192))
     p = ps[0]
     assert costmodel.estimate_us("hopper_raw", p, (8192, 2048, 8192)) < \
         costmodel.estimate_us("hopper_raw", dict(p, epi="direct"), (8192, 2048, 8192))

@@ -328,9 +328,20 @@ def _square_band(tile_m: int, tile_n: int, sms: int) -> int:
     return 2 ** round(math.log2(g))
 
 
+def _one_wave_band(rows: int, tile_m: int, tile_n: int, tiles: int) -> int:
+    """The tile order of a grid that runs in one wave, where every tile is resident at once and the order only decides
+    which CTAs are launched next to each other: in bands (neighbours down M, sharing B's tile) where B's tile is the
+    wider, else along N (sharing A's). Power-steady on an H200 (sweeps r47, r48): 1024x4096x8192 with 128x256 tiles,
+    bands of 2 or 4 tile-rows 0.998-0.999 of cuBLASLt against 0.967 for rows (their loads alone: 30 against 43 mJ a
+    call), 1.011 against 0.984 with the B/C evict_first hint; 4096x1024x12288, bands of 16 0.999 against 0.995 for
+    128x256, and rows 0.985 against 0.972-0.979 for bands of 4-8 of 256x128."""
+    return _widest_band(rows, _square_band(tile_m, tile_n, tiles)) if tile_n > tile_m else 1
+
+
 def raw_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
     """The hand-written kernel's tiles that matched cuBLASLt's cycles (128x256, then 256x128) with the TMA epilogue and
-    the deepest ring; beyond one wave, bands that keep a wave's footprint square (`_square_band`). 256x192 where 192
+    the deepest ring; beyond one wave, bands that keep a wave's footprint square (`_square_band`), and on one wave
+    the order `_one_wave_band` measured. 256x192 where 192
     divides N, as for CUTLASS, and first where 128x256 would take more than four waves. No 2-CTA cluster: it has not
     been timed beyond one wave since its barrier fix (docs/benchmarks/sweeps/result_r17_cluster_arrive.txt).
     A one-wave grid whose B is at least twice A streams B (and C) with an L2 evict_first hint, so A stays for the next
@@ -341,7 +352,10 @@ def raw_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, An
     out = []
     for tm, tn in ((128, 256), (256, 128)):
         rows, tiles = ceil_div(m, tm), ceil_div(m, tm) * ceil_div(n, tn)
-        group = 1 if tiles <= sms else _widest_band(rows, _square_band(tm, tn, sms))
+        if tiles > sms:
+            group = _widest_band(rows, _square_band(tm, tn, sms))
+        else:  # measured only where the power limit holds the clock
+            group = _one_wave_band(rows, tm, tn, tiles) if flop(shape) >= POWER_LIMIT_FLOP else 1
         p = {"tile_m": tm, "tile_n": tn, "stages": 4, "group": group, "acc": "fp32", "epi": "tma"}
         if tiles <= sms and n >= 2 * m:  # B's bytes (N*K) at least twice A's (M*K)
             p["l2_evict_first"] = "bc"
