@@ -30,6 +30,9 @@ def _run(tmp_path: Path, spec, *extra: str) -> subprocess.CompletedProcess:
     ({"1024x4096x8192": {"lt-NN": {"family": "hopper_wgmma", "params": OK}}}, "name of a baseline"),
     ({"1024x4096x8192": {"a": {"params": OK}}}, "needs 'family' and 'params'"),
     ({"1024x4096x8192": {"a": {"family": "hopper_wgmma", "params": dict(OK, tile_n=168)}}}, "a: refused"),
+    ({"1024x4096x8192": {"p": {"file": "spec.json"}}}, "p: a file target needs 'probe'"),
+    ({"1024x4096x8192": {"p": {"file": "spec.json", "probe": " "}}}, "p: a file target needs 'probe'"),
+    ({"1024x4096x8192": {"p": {"file": "absent.cu", "probe": "no loads"}}}, "p: cannot read 'absent.cu'"),
 ])
 def test_bad_specs_are_refused_with_the_entry_named(tmp_path, spec, says):
     p = _run(tmp_path, spec)
@@ -42,5 +45,13 @@ def test_bad_specs_are_refused_with_the_entry_named(tmp_path, spec, says):
 @pytest.mark.parametrize("extra", [(), ("--separator",)])
 def test_a_machine_without_a_gpu_is_told(tmp_path, extra):
     p = _run(tmp_path, {"1024x4096x8192": {"base": {"family": "hopper_wgmma", "params": OK}}}, *extra)
+    assert p.returncode == 2
+    assert "needs a CUDA GPU" in p.stderr
+
+
+@pytest.mark.skipif(has_gpu(), reason="checks the message shown on machines without a GPU")
+def test_a_probe_file_next_to_the_spec_is_accepted_before_the_gpu_is_asked_for(tmp_path):
+    (tmp_path / "probe.cu").write_text("// a contract file with its loads cut out\n")
+    p = _run(tmp_path, {"1024x4096x8192": {"p": {"file": "probe.cu", "probe": "no loads"}}})
     assert p.returncode == 2
     assert "needs a CUDA GPU" in p.stderr
