@@ -9,7 +9,7 @@ cuts parts out of its text, so that each probe leaves out one kind of work (wron
 Writes the .cu files and a spec for scripts/sustained_power.py (each probe a {"file", "probe"} target; the full
 kernel as a checked family target) into OUT:
 
-    python3 docs/benchmarks/sweeps/r47_energy_probes.py OUT [first|pairs]
+    python3 docs/benchmarks/sweeps/r47_energy_probes.py OUT [first|pairs|structure]
     python3 scripts/sustained_power.py OUT/spec.json --out OUT/result --separator
 """
 import json
@@ -90,7 +90,8 @@ def main(out: Path, rnd: str) -> None:
                 label = name if variant == "full" else f"{variant}_{name}"
                 f = f"{key}_{label}.cu"
                 (out / f).write_text(s)
-                targets[label] = {"file": f, "probe": f"hopper_raw {json.dumps(params)} with {' and '.join(PROBES[name])}"}
+                why = f"hopper_raw {json.dumps(params)} with {' and '.join(PROBES[name])}"
+                targets[label] = {"file": f, "probe": why}
         spec[key] = targets
     (out / "spec.json").write_text(json.dumps(spec, indent=1))
     print(out / "spec.json")
