@@ -15,7 +15,8 @@ each costs in energy. It is compiled and timed without the checks, and its entry
 this process, each target and cuBLASLt-AutoTuning NN and TN (`lt-NN`, `lt-TN`) runs `lead_s` untimed and `timed_s`
 timed, one after another, while NVML is read every `sample_ms`; the rounds alternate forward and reverse order.
 Per target and round: ms per call (CUDA events over back-to-back batches), the median SM clock and board power and
-the peak temperature over the second half of the timed window, and kcycles per call (ms × MHz) and mJ per call (ms × W). The results go to DIR/sustained.json after each shape.
+the peak temperature over the second half of the timed window, and kcycles per call (ms × MHz) and mJ per call
+(ms × W). The results go to DIR/sustained.json after each shape.
 
 --separator puts the evaluator's ordinary empty kernel after every call, as its offline timing does, and takes the
 separators' own time (a held batch of them, timed after each window) out of the figure. Back to back without it, a
