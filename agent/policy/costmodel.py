@@ -205,10 +205,12 @@ def _raw_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> float:
     # 25-29 proposed it (three big shapes), where its 3-stage twin measured 0.96-1.05
     stages_pen = {2: 1.25, 3: 1.03}.get(p["stages"], 1.0)
     # bands of tile-rows keep A's panels in L2 while the band's columns pass (as CUTLASS's swizzle does)
-    band_gain = {1: 1.0, 2: 0.98, 4: 0.96, 8: 0.95, 16: 0.95}[p["group"]] \
-        if tiles > sms and 2.0 * m * n * k > POWER_LIMIT_FLOP else 1.0
-    if tiles <= sms and 2.0 * m * n * k >= POWER_LIMIT_FLOP and p["group"] > 1:
+    if tiles > sms and 2.0 * m * n * k > POWER_LIMIT_FLOP:
+        band_gain = {1: 1.0, 2: 0.98, 4: 0.96, 8: 0.95, 16: 0.95}[p["group"]]
+    elif tiles <= sms and 2.0 * m * n * k >= POWER_LIMIT_FLOP and p["group"] > 1:
         # one wave: neighbours sharing the wider operand tile cost less energy (priors._one_wave_band, sweep r48)
         band_gain = 0.97 if tn > tm else 1.01
+    else:
+        band_gain = 1.0
     band_gain *= _even_grid_gain(p, shape)
     return (max(t_compute, t_mem) + t_chain) * stages_pen * band_gain * 1e6 + LAUNCH_US + CUTLASS_HOST_US
