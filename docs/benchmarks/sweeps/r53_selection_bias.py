@@ -7,34 +7,28 @@ against cuBLASLt-AutoTuning-max) and the median of its offline final measurement
 taken after the pick. The search picks the highest of noisy readings, so the finals read lower on average; their
 ratio says how much of a leader's margin is selection rather than speed.
 """
-import json
 import math
-import sqlite3
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from evaluator.record import EvalResult  # noqa: E402
+from agent.archive import Archive  # noqa: E402
+from agent.campaign import CampaignDB  # noqa: E402
 
 BASELINE = "cublaslt-autotune-max"
 
 
-def speedup(raw: str) -> float:
-    return EvalResult.from_dict(json.loads(raw)).speedup(BASELINE)
-
-
 def winners(run_dir: Path):
-    arch, camp = sqlite3.connect(run_dir / "archive.sqlite"), sqlite3.connect(run_dir / "campaign.sqlite")
-    finals: dict[tuple, list[float]] = {}
-    for m, n, k, vid, res in camp.execute("select m, n, k, variant_id, result from final_runs where mode='offline'"):
-        finals.setdefault((m, n, k, vid), []).append(speedup(res))
-    for (m, n, k, vid), f in sorted(finals.items()):
-        if 2 * m * n * k < 2 ** 36:
+    archive, finals = Archive(run_dir / "archive.sqlite"), {}
+    for f in CampaignDB(run_dir / "campaign.sqlite").finals():
+        if f["mode"] == "offline":
+            finals.setdefault((f["shape"], f["variant_id"]), []).append(f["result"].speedup(BASELINE))
+    for (shape, vid), f in sorted(finals.items()):
+        if 2 * math.prod(shape) < 2 ** 36:
             continue
-        picked = [arch.execute("select speedup from variants where id=?", (vid,)).fetchone()[0]]
-        picked += [speedup(r) for (r,) in arch.execute("select result from remeasures where variant_id=?", (vid,))]
-        yield (m, n, k), picked, statistics.median(f)
+        picked = [archive.get(vid).result] + archive.remeasures(vid)
+        yield shape, [r.speedup(BASELINE) for r in picked], statistics.median(f)
 
 
 def main() -> int:
