@@ -31,8 +31,8 @@ DOMAIN: dict[str, tuple] = {
     "l2_evict_first": ("none", "a", "b", "ac", "bc", "c"),
     # full: one CTA per SM (the last wave may be partial); even: the fewest CTAs that take the same number of waves,
     # so every CTA runs the same number of work units and each wave starts on a band boundary (512 units on 132
-    # SMs: 128 CTAs of 4 instead of 116 of 4 and 16 of 3); stream: one CTA per SM, the last two waves (or the only
-    # one) split evenly by k-blocks between all of them (stream-K, partials summed by the CTA that holds a tile's head)
+    # SMs: 128 CTAs of 4 instead of 116 of 4 and 16 of 3); stream: one CTA per SM, the part-empty last wave split
+    # evenly by k-blocks between all of them (stream-K, partials summed by the CTA that runs a tile's last k-block)
     "grid": ("full", "even", "stream"),
     **LAUNCH_DOMAIN,
 }
@@ -95,13 +95,16 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
 
 
 def no_stream_split(units: int, ktiles: int, sms: int) -> str:
-    """Why grid=stream would not split anything worth splitting ('' if it would): whole waves leave no tail, and a
-    split region of fewer than four k-blocks per CTA is all fix-up."""
-    if units % sms == 0:
+    """Why grid=stream would not split anything worth splitting ('' if it would): whole waves leave no tail; a last
+    wave of under a quarter of the SMs would cut each of its tiles between more than five CTAs, whose partials the
+    last one sums alone; and under four k-blocks a CTA is all fix-up."""
+    tail = units % sms
+    if tail == 0:
         return f"grid=stream splits nothing here: {units} tiles are whole waves on {sms} SMs"
-    split_units = units if units < 2 * sms else units % sms + sms
-    if split_units * ktiles < 4 * sms:
-        return f"grid=stream would give each of {sms} CTAs fewer than four k-blocks ({split_units} tiles x {ktiles})"
+    if 4 * tail < sms:
+        return f"grid=stream: a last wave of {tail} tiles on {sms} SMs would cut each tile between over five CTAs"
+    if tail * ktiles < 4 * sms:
+        return f"grid=stream would give each of {sms} CTAs fewer than four k-blocks ({tail} tiles x {ktiles})"
     return ""
 
 
