@@ -31,15 +31,14 @@ DOMAIN: dict[str, tuple] = {
     "l2_evict_first": ("none", "a", "b", "ac", "bc", "c"),
     # full: one CTA per SM (the last wave may be partial); even: the fewest CTAs that take the same number of waves,
     # so every CTA runs the same number of work units and each wave starts on a band boundary (512 units on 132
-    # SMs: 128 CTAs of 4 instead of 116 of 4 and 16 of 3); stream: one CTA per SM, the part-empty last wave split
-    # evenly by k-blocks between all of them (stream-K, partials summed by the CTA that runs a tile's last k-block)
-    "grid": ("full", "even", "stream"),
+    # SMs: 128 CTAs of 4 instead of 116 of 4 and 16 of 3)
+    "grid": ("full", "even"),
     **LAUNCH_DOMAIN,
 }
 # What the policy's mutations move through, narrower than what a sweep may render: 29 of run 25's 48 hopper_raw
 # candidates carried a hint; A's (a, ac) measured 0.946-0.971 on multi-wave shapes there and 0.6-4% slower than no
 # hint in sweep r31, and B alone (b) never differed from B with C (bc)
-SEARCH_DOMAIN: dict[str, tuple] = {**DOMAIN, "l2_evict_first": ("none", "c", "bc"), "grid": ("full", "even")}
+SEARCH_DOMAIN: dict[str, tuple] = {**DOMAIN, "l2_evict_first": ("none", "c", "bc")}
 DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "k_order": "forward", "l2_evict_first": "none",
                             "grid": "full", **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
@@ -69,8 +68,6 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         return False, "an L2 hint on C needs the TMA epilogue (stores from registers carry none)"
     if why := smem_problem(smem_bytes(p), lim):
         return False, why
-    if p.get("grid") == "stream" and (p.get("cluster_m", 1) > 1 or p.get("k_order") == "alternate"):
-        return False, "grid=stream splits single CTAs' k-blocks walked forward (no cluster_m, no k_order=alternate)"
     if shape is not None:
         m, n, k = shape
         if k % 8 or n % 2:
@@ -88,24 +85,7 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
                            f"({cl} tile-rows each), the shape has {rows // cl}")
         if p.get("grid") == "even" and (why := uneven_waves(rows // cl * ceil_div(n, p["tile_n"]), cl, lim.num_sms)):
             return False, why
-        if p.get("grid") == "stream" and (why := no_stream_split(rows * ceil_div(n, p["tile_n"]), ceil_div(k, 64),
-                                                                  lim.num_sms)):
-            return False, why
     return True, ""
-
-
-def no_stream_split(units: int, ktiles: int, sms: int) -> str:
-    """Why grid=stream would not split anything worth splitting ('' if it would): whole waves leave no tail; a last
-    wave of under a quarter of the SMs would cut each of its tiles between more than five CTAs, whose partials the
-    last one sums alone; and under four k-blocks a CTA is all fix-up."""
-    tail = units % sms
-    if tail == 0:
-        return f"grid=stream splits nothing here: {units} tiles are whole waves on {sms} SMs"
-    if 4 * tail < sms:
-        return f"grid=stream: a last wave of {tail} tiles on {sms} SMs would cut each tile between over five CTAs"
-    if tail * ktiles < 4 * sms:
-        return f"grid=stream would give each of {sms} CTAs fewer than four k-blocks ({tail} tiles x {ktiles})"
-    return ""
 
 
 def render(params: dict[str, Any]) -> str:
