@@ -555,3 +555,35 @@ def test_the_search_moves_the_l2_hint_only_through_the_values_worth_a_slot():
         # the first hopper_raw of each batch measures best, so its neighbours are proposed next
         history += [_record(c, shape, speedup=(1.2 if c is (raw or batch)[0] else 0.9)) for c in batch]
     assert hints <= {"none", "c", "bc"} and hints - {"none"}, hints
+
+
+def test_an_fp16_config_refused_for_accuracy_gets_its_fp32_accumulating_twin():
+    """fp16 run 39: on 64x2048x4096 every first-step kernel (split-K, fp16 accumulators) was less accurate than the
+    fp16 cuBLAS kernels; with the families' shares cut the search ended on `small` at 0.57. The same configs with fp32
+    accumulators are at least as accurate, so they come next, and a measured twin brings its family back."""
+    shape, pol = (64, 2048, 4096), BuiltinPolicy(0)
+    first = pol.propose(shape, "fp16", "sm_90a", [], n=3)
+    assert all(c.params.get("acc") == "fp16" for c in first if "acc" in get(c.family).DOMAIN)
+    reason = "baseline_bounded_deviation: draw 1: max |C - ref| = 0.433075 vs largest fp16-class baseline deviation"
+    history = [dict(_record(c, shape, status="incorrect"), reason=reason) for c in first]
+    nxt = pol.propose(shape, "fp16", "sm_90a", history, n=3)
+    twins = [c for c in nxt if c.rationale.startswith("fp32-accumulating twin")]
+    assert len(twins) == 1  # a third of the batch at most: the rest keeps searching
+    twin = twins[0]
+    source = next(c for c in first if c.family == twin.family and dict(c.params, acc="fp32") == twin.params)
+    assert twin.params["acc"] == "fp32" and twin.source == get(twin.family).render(twin.params) != source.source
+    assert get(twin.family).feasible(twin.params, shape, "sm_90a")[0]
+    # the same refusal without an accuracy reason (a wrong kernel) or at fp32 proposes no twin
+    wrong = [dict(h, reason="exact_binary: 12 mismatches") for h in history]
+    assert not any("twin" in c.rationale for c in BuiltinPolicy(0).propose(shape, "fp16", "sm_90a", wrong, n=3))
+    fp32_hist = [dict(h, params=dict(h["params"], acc="fp32")) if "acc" in h["params"] else h for h in history]
+    assert not any("twin" in c.rationale for c in BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", fp32_hist, n=3))
+    # a measured twin: its family's next batch mutates it, at fp32 accumulation, and the other twins still come
+    history += [dict(_record(c, shape), speedup=1.3 if c is twin else 0.5) for c in nxt]
+    third = pol.propose(shape, "fp16", "sm_90a", history, n=3)
+    mutated = [c for c in third if c.rationale.startswith("mutation of measured 1.300x")]
+    assert mutated and all(c.family == twin.family and c.params["acc"] == "fp32" for c in mutated)
+    assert sum("twin" in c.rationale for c in third) == 1
+    again = BuiltinPolicy(0)
+    again.propose(shape, "fp16", "sm_90a", [], n=3)
+    assert [c.name for c in again.propose(shape, "fp16", "sm_90a", history[:3], n=3)] == [c.name for c in nxt]
