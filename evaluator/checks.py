@@ -16,6 +16,12 @@ from evaluator.record import CheckOutcome
 
 EXACT_LIMIT = 2048.0  # fp16 represents every integer up to 2048 exactly
 DEVIATION_HEADROOM = 1.05  # summation order may move the max deviation a little; one extra ulp is 2x
+# With fp16 accumulation the error is the accumulation chain's, and the max over millions of outputs is an extreme
+# value that moves several percent between draws: a kernel as accurate as cuBLAS (RMS 0.995 of it) read max ratios
+# of 0.954-1.031 over 12 draws and was refused in 2 of 6 final evaluations, while its RMS ratio held 0.994-0.995
+# (sweep r55, H100). So the fp16 class is judged on the RMS error, with the max as a backstop for a few wild elements.
+FP16_RMS_HEADROOM = 1.05
+FP16_MAX_BACKSTOP = 1.5  # an RMS-equal kernel's max reached 1.07x the baselines'; one 25% worse in RMS, 1.16-1.84x
 ESCAPE_TRIES = 3
 PREDECESSOR_SPIN_NS = 200_000  # how long the late writer keeps an early-launched candidate waiting
 # CUDA errors after which the context is unusable: the worker reports them and is replaced.
@@ -37,6 +43,31 @@ def rounding_floor(max_abs_ref: float) -> float:
 def deviation_bound(devs: dict[str, float], max_abs_ref: float) -> float:
     """The largest same-class baseline deviation on these inputs, never below the rounding floor; NaN without one."""
     return max(max(devs.values()), rounding_floor(max_abs_ref)) if devs else float("nan")
+
+
+def accuracy_verdict(rc: dict, devs: dict[str, dict], acc16: bool) -> tuple[bool, str, dict]:
+    """Whether a candidate's output `rc` (a Reference.compare) is as accurate as the same-class baselines' on the
+    same inputs (`devs`: name -> their compare). fp32 class: max |C - ref| within 5% of the largest baseline's, with
+    the rounding floor. fp16 class: RMS within 5% of the largest baseline RMS, and max within 1.5x. No baseline: NaN
+    bounds, which refuse."""
+    bad = rc["nonfinite"] != 0
+    dev = float("inf") if bad else rc["max_abs_diff"]
+    bound = deviation_bound({k: v["max_abs_diff"] for k, v in devs.items()}, rc["max_abs_ref"])
+    metrics = {"max_abs_diff": dev, "bound": bound, "rounding_floor": rounding_floor(rc["max_abs_ref"])}
+    if not acc16:
+        return (dev <= bound * DEVIATION_HEADROOM,
+                f"max |C - ref| = {dev:.6g} vs largest fp32-class baseline deviation {bound:.6g} "
+                f"(x{DEVIATION_HEADROOM} headroom)", metrics)
+    rms = float("inf") if bad else rc["rms_diff"]
+    rms_bound = max(v["rms_diff"] for v in devs.values()) if devs else float("nan")
+    metrics.update(rms_diff=rms, rms_bound=rms_bound)
+    return (rms <= rms_bound * FP16_RMS_HEADROOM and dev <= bound * FP16_MAX_BACKSTOP,
+            f"RMS |C - ref| = {rms:.6g} vs largest fp16-class baseline RMS {rms_bound:.6g} (x{FP16_RMS_HEADROOM}), "
+            f"max {dev:.6g} vs {bound:.6g} (x{FP16_MAX_BACKSTOP})", metrics)
+
+
+def _ratio(x: float, bound: float) -> float:
+    return x / bound if bound > 0 else (0.0 if x == 0 else float("inf"))
 
 
 class Unsupported(Exception):
@@ -75,7 +106,8 @@ class Checker:
         # torch joins the fp32 class only; with fp16 accumulation it still accumulates in fp32.
         return {k: v for k, v in self.baselines.items() if not (k == "torch" and self.acc16)}
 
-    def baseline_devs(self, ops: OperandSet, ref: Reference) -> dict[str, float]:
+    def baseline_devs(self, ops: OperandSet, ref: Reference) -> dict[str, dict]:
+        """Each same-class baseline's compare against the reference on the inputs now in `ops`."""
         devs = {}
         for name, b in self.same_class_baselines().items():
             ops.poison_output()
@@ -83,7 +115,7 @@ class Checker:
                 continue
             r = ref.compare(ops.ptr["C"])
             if r["nonfinite"] == 0:
-                devs[name] = r["max_abs_diff"]
+                devs[name] = r
         return devs
 
     def add(self, name: str, passed: bool, detail: str = "", **metrics) -> None:
@@ -160,7 +192,7 @@ class Checker:
         self.add("pointer_independence", not problems and not moved, "; ".join(problems))
 
     def deviation_and_determinism(self, ops: OperandSet, ref: Reference) -> None:
-        worst_c, worst_ratio, devs_all, diffs, per_draw, floor = 0.0, 0.0, {}, 0, [], 0.0
+        verdicts, devs_all, diffs = [], {}, 0
         snap = self.nat.alloc(2 * self.m * self.n)
         try:
             for d in range(max(1, self.draws // 2)):
@@ -172,22 +204,21 @@ class Checker:
                 self.nat.ok("copy", self.nat.buf_ptr(snap), ops.ptr["C"], 2 * self.m * self.n)
                 self.run_candidate(ops)
                 diffs += self.nat.count_diff(ops.ptr["C"], self.nat.buf_ptr(snap), self.m * self.n)
-                dev_c = rc["max_abs_diff"] if rc["nonfinite"] == 0 else float("inf")
                 devs = self.baseline_devs(ops, ref)  # same inputs: the bound holds for this draw only
-                bound = deviation_bound(devs, rc["max_abs_ref"])
-                floor = max(floor, rounding_floor(rc["max_abs_ref"]))
-                per_draw.append((dev_c, bound))
-                worst_c = max(worst_c, dev_c)
-                worst_ratio = max(worst_ratio, dev_c / bound if bound > 0 else (0.0 if dev_c == 0 else float("inf")))
-                devs_all = {k_: max(v, devs_all.get(k_, 0.0)) for k_, v in devs.items()}
+                verdicts.append(accuracy_verdict(rc, devs, self.acc16))
+                for k_, v in devs.items():
+                    devs_all[k_] = max(v["max_abs_diff"], devs_all.get(k_, 0.0))
         finally:
             self.nat.buf_free(snap)
-        ok = all(c <= b * DEVIATION_HEADROOM for c, b in per_draw)
-        self.add("baseline_bounded_deviation", ok,
-                 "; ".join(f"draw {i + 1}: max |C - ref| = {c:.6g} vs largest "
-                           f"{'fp16' if self.acc16 else 'fp32'}-class baseline deviation {b:.6g}"
-                           for i, (c, b) in enumerate(per_draw)) + f" (x{DEVIATION_HEADROOM} headroom)",
-                 max_abs_diff=worst_c, worst_ratio_to_bound=worst_ratio, baselines=devs_all, rounding_floor=floor)
+        mets = [m for _, _, m in verdicts]
+        worst = {"max_abs_diff": max(m["max_abs_diff"] for m in mets),
+                 "worst_ratio_to_bound": max(_ratio(m["max_abs_diff"], m["bound"]) for m in mets),
+                 "rounding_floor": max(m["rounding_floor"] for m in mets), "baselines": devs_all}
+        if self.acc16:
+            worst.update(rms_diff=max(m["rms_diff"] for m in mets),
+                         worst_rms_ratio=max(_ratio(m["rms_diff"], m["rms_bound"]) for m in mets))
+        self.add("baseline_bounded_deviation", all(ok for ok, _, _ in verdicts),
+                 "; ".join(f"draw {i + 1}: {detail}" for i, (_, detail, _) in enumerate(verdicts)), **worst)
         self.add("deterministic", diffs == 0,
                  f"{diffs} output elements differ bitwise between two identical calls" if diffs else "")
 
@@ -202,7 +233,7 @@ class Checker:
         r = ref.compare(ops.ptr["C"])
         dev_c = r["max_abs_diff"] if r["nonfinite"] == 0 else float("inf")
         devs = self.baseline_devs(ops, ref)
-        bound = deviation_bound(devs, r["max_abs_ref"])
+        bound = deviation_bound({k_: v["max_abs_diff"] for k_, v in devs.items()}, r["max_abs_ref"])
         # For contrast: what a genuinely fp16-accumulating library kernel gets on the same inputs.
         cid = self.nat.register_cublas(0, 1, self.m, self.n, self.k)
         ops.poison_output()
@@ -278,10 +309,11 @@ class Checker:
         ops.poison_output()
         self.cand.time(ops, reps, True)
         r = ref.compare(ops.ptr["C"])
-        bound = deviation_bound(devs, r["max_abs_ref"]) * DEVIATION_HEADROOM if devs else float("inf")
-        ok = r["nonfinite"] == 0 and r["max_abs_diff"] <= bound
-        self.add("timed_output_correct", ok,
-                 f"after a timed batch of {reps}: max |C - ref| = {r['max_abs_diff']:.6g} (baseline bound "
-                 f"{bound:.6g}), {r['nonfinite']} non-finite",
-                 max_abs_diff=r["max_abs_diff"], bound=bound, nonfinite=r["nonfinite"],
-                 rounding_floor=rounding_floor(r["max_abs_ref"]))
+        if devs:
+            ok, detail, mets = accuracy_verdict(r, devs, self.acc16)
+        else:  # no baseline ran on these inputs: only a non-finite output can be judged
+            ok, detail, mets = True, f"max |C - ref| = {r['max_abs_diff']:.6g}, no baseline to compare", {
+                "max_abs_diff": r["max_abs_diff"], "rounding_floor": rounding_floor(r["max_abs_ref"])}
+        self.add("timed_output_correct", ok and r["nonfinite"] == 0,
+                 f"after a timed batch of {reps}: {detail}, {r['nonfinite']} non-finite",
+                 nonfinite=r["nonfinite"], **mets)

@@ -6,6 +6,7 @@ cuBLASLt. Only the worker process loads it.
 from __future__ import annotations
 
 import ctypes
+import math
 from ctypes import POINTER, c_double, c_float, c_int, c_longlong, c_size_t, c_ulonglong, c_ushort, c_void_p
 from pathlib import Path
 
@@ -106,10 +107,12 @@ class Native:
         return h
 
     def compare(self, c_ptr: int, ref_ptr: int, n: int, exact_limit: float = 0.0) -> dict:
-        out = (c_double * 5)()
+        out = (c_double * 6)()
         self.ok("compare", c_ptr, ref_ptr, n, exact_limit, out)
+        finite = n - int(out[1])
         return {"max_abs_diff": out[0], "nonfinite": int(out[1]), "exact_mismatches": int(out[2]),
-                "exact_eligible": int(out[3]), "max_abs_ref": out[4]}
+                "exact_eligible": int(out[3]), "max_abs_ref": out[4],
+                "rms_diff": math.sqrt(out[5] / finite) if finite > 0 else float("inf")}
 
     def count_diff(self, a: int, b: int, n_half: int) -> int:
         r = self.lib.cl2_count_diff(a, b, n_half)

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from evaluator.checks import DEVIATION_HEADROOM, deviation_bound, rounding_floor
+from evaluator.checks import DEVIATION_HEADROOM, accuracy_verdict, deviation_bound, rounding_floor
 
 
 @pytest.mark.parametrize("x", [0.7, 1.0, 1.5, 31.9, 96.0, 511.99, 512.0, 600.0, 1023.0, 2048.0, 40000.0])
@@ -39,3 +39,41 @@ def test_the_floor_changes_nothing_where_the_baselines_are_already_past_it():
 
 def test_no_baseline_no_bound():
     assert math.isnan(deviation_bound({}, 600.0))
+
+
+def _cmp(mx, rms, ref=600.0, nonfinite=0):
+    return {"max_abs_diff": mx, "rms_diff": rms, "max_abs_ref": ref, "nonfinite": nonfinite}
+
+
+# sweep r55 (H100, 256x2048x16384, normal inputs, draw 2 of 12): all six fp16 cuBLAS kernels 2.0472 max / 0.30294 RMS
+R55_BASE = {name: _cmp(2.0472, 0.30294) for name in ("cublas-NN", "cublaslt-autotune-TN")}
+
+
+def test_fp16_class_accepts_a_kernel_as_accurate_as_cublas_whatever_its_largest_element_does():
+    # the split-K winner of run 40: RMS 0.995 of cuBLAS's on every draw, max 0.954-1.031 (1.06 in a final evaluation,
+    # which the max rule refused)
+    ok, detail, m = accuracy_verdict(_cmp(2.0472 * 1.031, 0.30294 * 0.995), R55_BASE, acc16=True)
+    assert ok and "RMS" in detail and m["rms_bound"] == 0.30294
+    assert accuracy_verdict(_cmp(2.0472 * 1.07, 0.30294 * 0.995), R55_BASE, acc16=True)[0]
+    # the max rule of the fp32 class refuses that same output
+    assert not accuracy_verdict(_cmp(2.0472 * 1.07, 0.30294 * 0.995), R55_BASE, acc16=False)[0]
+
+
+def test_fp16_class_refuses_a_coarser_accumulation_order_on_every_draw():
+    # 64x2048x4096: 4 slices of 1024 in fp16 read RMS 1.244-1.258 of cuBLAS's; unsplit, 2.435-2.457
+    base = {"cublas-NN": _cmp(0.4266, 0.06136)}
+    assert not accuracy_verdict(_cmp(0.4266 * 1.163, 0.06136 * 1.244), base, acc16=True)[0]
+    assert not accuracy_verdict(_cmp(0.4266 * 3.174, 0.06136 * 2.435), base, acc16=True)[0]
+
+
+def test_fp16_class_keeps_a_max_backstop_for_a_few_wild_elements():
+    # an RMS no worse than cuBLAS's but one element off by twice the worst baseline element: refused
+    ok, _, m = accuracy_verdict(_cmp(2.0472 * 2.0, 0.30294), R55_BASE, acc16=True)
+    assert not ok and m["max_abs_diff"] > m["bound"] * 1.5
+
+
+def test_non_finite_output_or_no_baseline_is_refused():
+    assert not accuracy_verdict(_cmp(0.1, 0.01, nonfinite=3), R55_BASE, acc16=True)[0]
+    assert not accuracy_verdict(_cmp(0.1, 0.01, nonfinite=3), R55_BASE, acc16=False)[0]
+    assert not accuracy_verdict(_cmp(0.1, 0.01), {}, acc16=True)[0]
+    assert not accuracy_verdict(_cmp(0.1, 0.01), {}, acc16=False)[0]

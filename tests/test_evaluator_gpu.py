@@ -58,6 +58,31 @@ def test_fp16_accumulation_mode_uses_fp16_class(pool):
     assert "torch" not in dev.metrics["baselines"]  # torch accumulates in fp32: not in the fp16 class
 
 
+def test_fp16_class_is_judged_on_the_rms_error(pool):
+    """Sweep r55 (H100, 64x2048x4096, 12 draws): batched split-K with fp16 accumulators read an RMS error of 0.90-0.91x
+    the fp16 cuBLAS kernels' with 8 slices of 512 and 1.24-1.26x with 4 slices of 1024, on every draw; their max
+    errors spread 0.78-1.00x and 1.16-1.84x. The first is as accurate as the library and passes, the second is refused
+    for its RMS, on any draw."""
+    from agent import families
+
+    shape = (64, 2048, 4096)
+    common = {"pdl": True, "tile_k": 64, "cluster_m": 1, "cluster_n": 1, "scheduler": "batched", "raster": "heuristic",
+              "swizzle": 1, "stages": 0, "b_operand": "col", "swap_ab": True, "acc": "fp16"}
+    fine = families.render("hopper_wgmma", dict(common, tile_m=128, tile_n=64, schedule="cooperative", splits=8),
+                           shape, "sm_90a")
+    coarse = families.render("hopper_wgmma", dict(common, tile_m=64, tile_n=64, schedule="pingpong", splits=4),
+                             shape, "sm_90a")
+    r = evaluate(fine, shape, acc="fp16", pool=pool)
+    assert r.status == R.OK, (r.status, r.reason)
+    dev = next(c for c in r.checks if c.name == "baseline_bounded_deviation")
+    assert 0.8 < dev.metrics["worst_rms_ratio"] < 1.0
+    assert 0 < dev.metrics["rms_diff"] < dev.metrics["max_abs_diff"]
+    r = evaluate(coarse, shape, acc="fp16", pool=pool)
+    assert r.status == R.INCORRECT and r.reason.startswith("baseline_bounded_deviation: draw 1: RMS"), r.reason
+    dev = next(c for c in r.checks if c.name == "baseline_bounded_deviation")
+    assert 1.15 < dev.metrics["worst_rms_ratio"] < 1.4
+
+
 def test_a_result_names_the_physical_gpu_that_measured_it(pool):
     r = evaluate((KERNELS / "reference_wmma.cu").read_text(), (64, 64, 64), pool=pool)
     assert r.status == R.OK, r.reason
