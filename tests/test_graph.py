@@ -350,6 +350,37 @@ def test_builtin_policy_loop(tmp_path):
     assert all(e["input"]["prompt"] is None for e in transcript.read(node="propose"))
 
 
+def test_an_accuracy_refusal_reaches_the_policy_through_the_loop(tmp_path):
+    """fp16 run 40b: the loop's history carried no refusal reasons to the built-in policy, so a config refused for
+    accuracy never got its fp32-accumulating twin. Here every wgmma kernel with fp16 accumulators is refused for
+    accuracy; the search then evaluates the same configs with fp32 accumulators."""
+    pytest.importorskip("agent.policy")
+    from agent.proposers.builtin_backend import BuiltinProposer
+    from evaluator.record import EvalResult
+
+    recorded = RecordedEvaluator().recorded
+    tag = next(t for t in sorted(recorded) if recorded[t]["status"] == "ok")
+
+    def replay(source, shape, *, acc="fp32", arch=None, **kw):
+        r = EvalResult.from_dict(recorded[tag])
+        r.shape, r.acc = tuple(shape), acc
+        if "ElementAcc = cutlass::half_t" in source:
+            r.status, r.reason = "incorrect", "baseline_bounded_deviation: draw 1: RMS |C - ref| = 0.0769 vs 0.0615"
+        return r
+
+    archive = Archive(tmp_path / "a.sqlite")
+    shape = (64, 2048, 4096)
+    run_shape(shape, acc="fp16", gpu_name="H100", arch="sm_90a", run_dir=tmp_path / "r", proposer=BuiltinProposer(),
+              evaluate_fn=replay, archive=archive, transcript=Transcript(tmp_path / "r" / "t.jsonl"),
+              budget_candidates=6, n_per_step=3, plateau=None)
+    hist = archive.history("H100", "fp16", shape)
+    refused = [v for v in hist if v.family == "hopper_wgmma" and v.params["acc"] == "fp16"]
+    twins = [v for v in hist if v.family == "hopper_wgmma" and v.params["acc"] == "fp32"]
+    assert refused and all(v.status == "incorrect" for v in refused)
+    assert twins and all(v.status == "ok" for v in twins)
+    assert all(dict(t.params, acc="fp16") in [r.params for r in refused] for t in twins)
+
+
 def test_minutes_budget_and_extending_a_finished_thread(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDAL2_TEST_KEY", KEY)
     tags = ["naive", "tile128", "tile128x256", "pipelined"]

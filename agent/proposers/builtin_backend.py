@@ -25,7 +25,7 @@ class BuiltinProposer(Proposer):
     def propose(self, context: ProposalContext, n: int) -> list[Proposal]:
         if n < 1:
             return []
-        keys = ("family", "params", "status", "speedup", "resources", "ncu", "bottleneck")
+        keys = ("family", "params", "status", "reason", "speedup", "resources", "ncu", "bottleneck")
         history = [{k: h.get(k) for k in keys} for h in context.history]
         # The policy's seeds are configurations that did well on nearby shapes (it adapts them to this one).
         seeds = [{k: nb.get(k) for k in ("family", "params", "shape", "speedup")} for nb in context.neighbours
