@@ -14,6 +14,7 @@ not.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import statistics
 import sys
@@ -76,8 +77,6 @@ def main() -> int:
             if not ci.ok:
                 print(f"{name}: compile failed", flush=True)
                 continue
-            import ctypes
-
             lib = ctypes.CDLL(ci.so_path)
             libs.append(lib)
             fn = ctypes.cast(lib.hgemm, ctypes.c_void_p).value

@@ -163,7 +163,8 @@ class BuiltinPolicy:
         self._labels: dict[tuple[str, str], str] = {}
         self._parents: dict[tuple[str, str], tuple[dict, str]] = {}
         self._spilled: dict[str, list[dict]] = {}
-        self._acc_refused: set[tuple[str, str]] = set()  # (family, canonical full params) refused for accuracy
+        # (family, canonical full params) -> params of the configs the history shows refused for accuracy
+        self._acc_refused: dict[tuple[str, str], dict[str, Any]] = {}
         self._space_cache: dict[tuple, list[dict[str, Any]]] = {}
         self._mode = "offline"
 
@@ -191,7 +192,7 @@ class BuiltinPolicy:
 
         obs: dict[str, list[tuple[dict, float]]] = {f: [] for f in FAMILY_NAMES}
         fails: dict[str, list[dict]] = {f: [] for f in FAMILY_NAMES}
-        self._acc_refused: set[tuple[str, str]] = set()
+        self._acc_refused = {}
         for h in history:
             try:  # records from other schema versions still count as seen, but teach nothing
                 get(h["family"]).validate(h["params"])
@@ -203,7 +204,7 @@ class BuiltinPolicy:
             elif h.get("status") not in ("ok", None):
                 fails[h["family"]].append(h["params"])
                 if _accuracy_refused(h):
-                    self._acc_refused.add((h["family"], canonical(full_params(h["family"], h["params"]))))
+                    self._acc_refused[(h["family"], canonical(full_params(h["family"], h["params"])))] = h["params"]
 
         self._labels = {}
         spilled: dict[str, list[dict]] = {f: [] for f in FAMILY_NAMES}
@@ -263,10 +264,8 @@ class BuiltinPolicy:
         fp32-accumulating twin proposed (up to k per batch, best predicted first); the refusal still shrinks the
         family's share, and a measured twin brings the family back through its own speedup."""
         pool: dict[str, list[tuple[dict, str]]] = {}
-        for fam, key in sorted(self._acc_refused):
-            dom = get(fam).DOMAIN
-            p = next((q for q in fails[fam] if canonical(full_params(fam, q)) == key), None)
-            if p is None or p.get("acc") != "fp16" or "fp32" not in dom.get("acc", ()):
+        for (fam, _), p in sorted(self._acc_refused.items(), key=lambda kv: kv[0]):
+            if p.get("acc") != "fp16" or "fp32" not in get(fam).DOMAIN.get("acc", ()):
                 continue
             try:
                 q = normal_params(fam, with_launch_knobs(fam, dict(p, acc="fp32"), arch, self._mode))
