@@ -53,7 +53,11 @@ def compile_only(source: str, shape=(0, 0, 0), *, acc: str = "fp32", arch: str |
 def evaluate(source: str, shape, *, acc: str = "fp32", mode: str = "offline", profile: str = "quick",
              sanitize: bool = False, ncu: bool = False, arch: str | None = None, pool: WorkerPool | None = None,
              gpu: int | None = None, seed: int | None = None, on_progress=None,
-             inactivity_timeout: float | None = None) -> R.EvalResult:
+             inactivity_timeout: float | None = None, rivals: dict[str, str] | None = None,
+             rounds: int | None = None) -> R.EvalResult:
+    """`rivals` (name -> source): kernels that passed every check before, timed beside this one in the same rounds,
+    so that leaders are compared on one clock (their figures: `EvalResult.rivals`, `head_to_head`). `rounds`
+    overrides the profile's number of timed rounds (power-steady included)."""
     started = time.monotonic()
     shape = check_shape(shape)
     _validate(acc, mode, profile)
@@ -70,6 +74,17 @@ def evaluate(source: str, shape, *, acc: str = "fp32", mode: str = "offline", pr
            "profile": profile}
     if seed is not None:
         req["seed"] = seed
+    if rounds is not None:
+        if not isinstance(rounds, int) or not 1 <= rounds <= 200:
+            raise ValueError(f"rounds must be a whole number in 1..200, got {rounds!r}")
+        req["rounds"] = rounds
+    if rivals:
+        req["rivals"] = {}
+        for name, src in rivals.items():
+            rc = compile_only(src, shape, acc=acc, arch=arch)
+            if rc.status != R.COMPILED:
+                raise ValueError(f"rival {name!r} does not build: {rc.status}: {rc.reason[:300]}")
+            req["rivals"][name] = rc.compile.so_path
     timeout = inactivity_timeout or INACTIVITY_TIMEOUT[profile]
     if sanitize:
         # The sanitizers are correctness checks too, so they run before any timing: checks, sanitizers, timing.
@@ -113,6 +128,7 @@ def _fill(res: R.EvalResult, out: dict) -> None:
         res.candidate = R.Timing.from_dict(out["candidate"])
         res.candidate.detail["timing"] = out.get("timing_meta", {})
     res.baselines = {k: R.Timing.from_dict(v) for k, v in out.get("baselines", {}).items()}
+    res.rivals = {k: R.Timing.from_dict(v) for k, v in out.get("rivals", {}).items()}
 
 
 def time_baselines(shape, *, acc: str = "fp32", mode: str = "offline", profile: str = "quick",

@@ -302,18 +302,20 @@ class Checker:
                  if escaped else "", event_ms=event_ms, enqueue_ms=enqueue_ms, wall_ms=wall_ms, reps=reps,
                  tries=attempt)
 
-    def timed_output(self, ops: OperandSet, ref: Reference, reps: int) -> None:
-        """After timing: the output of a timed batch must still be right (no skipping work on repeat calls)."""
+    def timed_output(self, ops: OperandSet, ref: Reference, reps: int, cand=None,
+                     label: str = "timed_output_correct") -> None:
+        """After timing: the output of a timed batch must still be right (no skipping work on repeat calls). `cand`:
+        another kernel timed in the same rounds (a rival), checked the same way under its own label."""
         ref.compute(ops)
         devs = self.baseline_devs(ops, ref)  # the bound of these very inputs: max deviation varies per draw
         ops.poison_output()
-        self.cand.time(ops, reps, True)
+        (cand or self.cand).time(ops, reps, True)
         r = ref.compare(ops.ptr["C"])
         if devs:
             ok, detail, mets = accuracy_verdict(r, devs, self.acc16)
         else:  # no baseline ran on these inputs: only a non-finite output can be judged
             ok, detail, mets = True, f"max |C - ref| = {r['max_abs_diff']:.6g}, no baseline to compare", {
                 "max_abs_diff": r["max_abs_diff"], "rounding_floor": rounding_floor(r["max_abs_ref"])}
-        self.add("timed_output_correct", ok and r["nonfinite"] == 0,
+        self.add(label, ok and r["nonfinite"] == 0,
                  f"after a timed batch of {reps}: {detail}, {r['nonfinite']} non-finite",
                  nonfinite=r["nonfinite"], **mets)

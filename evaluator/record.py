@@ -94,6 +94,8 @@ class EvalResult:
     checks: list[CheckOutcome] = field(default_factory=list)
     candidate: Timing | None = None
     baselines: dict[str, Timing] = field(default_factory=dict)
+    # kernels timed beside the candidate in the same rounds (a tournament); speedups are the candidate's over each
+    rivals: dict[str, Timing] = field(default_factory=dict)
     gpu: dict[str, Any] = field(default_factory=dict)
     ncu: dict[str, Any] | None = None
     wall_seconds: float = 0.0
@@ -116,6 +118,27 @@ class EvalResult:
         if t is None:
             return None
         return t.speedup_mean if stat == "mean" else t.speedup_median
+
+    def head_to_head(self, baseline: str = "cublaslt-autotune-max") -> dict[str, float]:
+        """Each kernel of a tournament (the candidate as "candidate", and every rival) against `baseline`: the median
+        over rounds of t_baseline / t_kernel, all from the same rounds. For a '-max' name the baseline is the variant
+        with the lower median, as in `speedup`. Empty without the round-by-round times."""
+        rounds = (self.candidate.detail.get("timing", {}).get("rounds_us") if self.candidate else None) or {}
+        if baseline.endswith("-max"):
+            stem = baseline[: -len("-max")]
+            names = [n for n in (f"{stem}-NN", f"{stem}-TN") if n in rounds]
+            baseline = min(names, key=lambda n: sorted(rounds[n])[len(rounds[n]) // 2], default=baseline)
+        base = rounds.get(baseline)
+        if not base:
+            return {}
+        out = {}
+        for name, ts in rounds.items():
+            if name == "candidate" or name.startswith("rival:"):
+                ratios = sorted(b / t for b, t in zip(base, ts))
+                n = len(ratios)
+                out[name.removeprefix("rival:")] = (ratios[n // 2] if n % 2 else
+                                                    (ratios[n // 2 - 1] + ratios[n // 2]) / 2)
+        return out
 
     def max_abs_diff(self) -> float | None:
         for c in self.checks:
@@ -145,6 +168,7 @@ class EvalResult:
         if d.get("candidate") is not None:
             d["candidate"] = Timing.from_dict(d["candidate"])
         d["baselines"] = {k: Timing.from_dict(v) for k, v in d.get("baselines", {}).items()}
+        d["rivals"] = {k: Timing.from_dict(v) for k, v in d.get("rivals", {}).items()}
         d["shape"] = tuple(d.get("shape", (0, 0, 0)))
         return cls(**d)
 

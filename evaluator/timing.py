@@ -67,6 +67,8 @@ PROFILES = {
 # The callables a power-steady measurement times besides the candidate (the speedup targets and cublas-NN, the
 # reference of baseline-only timing).
 STEADY_BASELINES = ("cublas-NN", "cublas-TN", "cublaslt-autotune-NN", "cublaslt-autotune-TN")
+# Names of the other kernels timed beside the candidate in a tournament (evaluate(..., rivals=)): always timed.
+RIVAL = "rival:"
 
 
 def held_calls(batch_ms: float, est_ms: float) -> int:
@@ -142,7 +144,8 @@ def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: Oper
     steady = why is not None
     left_out: list[str] = []
     if steady:
-        left_out = [n for n in callables if n != cand_name and n not in STEADY_BASELINES]
+        left_out = [n for n in callables
+                    if n != cand_name and n not in STEADY_BASELINES and not n.startswith(RIVAL)]
         callables = {n: c for n, c in callables.items() if n not in left_out}
         calls = {n: steady_calls(prof, est[n]) for n in callables}
         lead = {n: c[0] for n, c in calls.items()}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import dataclasses
 import json
 import os
 import random
@@ -16,6 +17,7 @@ import time
 import traceback
 
 from evaluator import record as R
+from evaluator.timing import RIVAL
 
 
 class Worker:
@@ -112,6 +114,13 @@ class Worker:
         fn = ctypes.cast(lib.hgemm, ctypes.c_void_p).value
         shape, acc16, prof, ops, ref, base = self._setup(req)
         cand = NativeCallable(self.nat, "candidate", self.nat.register_candidate(fn, *shape))
+        # Rivals: kernels that passed every check in an earlier evaluation, timed round by round beside this one on
+        # the same clock (a tournament of leaders); only their timed output is checked again here.
+        rivals = {}
+        for name, so in (req.get("rivals") or {}).items():
+            rlib = ctypes.CDLL(so)
+            rfn = ctypes.cast(rlib.hgemm, ctypes.c_void_p).value
+            rivals[RIVAL + name] = NativeCallable(self.nat, RIVAL + name, self.nat.register_candidate(rfn, *shape))
         checker = Checker(self.nat, cand, base, shape, acc16, seed, prof.draws, self.progress)
         result: dict = {"gpu": self.gpu_facts(), "seed": seed}
         try:
@@ -135,11 +144,20 @@ class Worker:
             # Timing on a third operand set at new addresses, with fresh inputs.
             ops = OperandSet(self.nat, *shape, snapshots=False)
             ops.fill("normal", seed + 606)
-            callables = {"candidate": cand, **base}
+            callables = {"candidate": cand, **rivals, **base}
+            if req.get("rounds"):
+                prof = dataclasses.replace(prof, steady_rounds=int(req["rounds"]),
+                                           min_rounds=max(prof.min_rounds, int(req["rounds"])))
             try:
                 times, meta = measure(self.nat, callables, "candidate", ops, req.get("mode", "offline"), prof,
                                       random.Random(seed), self.progress)
                 checker.timed_output(ops, ref, meta["reps"]["candidate"])
+                refused = {}
+                for name, rc in rivals.items():  # a rival's verdict is its own: it leaves the candidate's checks
+                    checker.timed_output(ops, ref, meta["reps"][name], cand=rc, label=name)
+                    verdict = checker.checks.pop()
+                    if not verdict.passed:
+                        refused[name] = verdict.detail
             except Exception as e:  # a fault while timing is still the candidate's fault
                 err = self.nat.sync()
                 if err:
@@ -149,10 +167,16 @@ class Worker:
             if not checker.checks[-1].passed:
                 return {**result, "status": R.INCORRECT, "checks": _checks(checker),
                         "reason": f"timed_output_correct: {checker.checks[-1].detail}"}
+            times = {n: ts for n, ts in times.items() if n not in refused}
             details = {n: getattr(c, "detail", {}) for n, c in callables.items()}
             cand_t, others = summarise(times, "candidate", details, seed)
+            if rivals:  # round by round, so that each leader compares with the baselines of its own rounds
+                meta["rounds_us"] = {n: [round(t, 4) for t in ts] for n, ts in times.items()}
+                meta["rivals_refused"] = {n[len(RIVAL):]: d for n, d in refused.items()}
             result.update(status=R.OK, checks=_checks(checker), candidate=_asdict(cand_t),
-                          baselines={k: _asdict(v) for k, v in others.items()}, timing_meta=meta)
+                          baselines={k: _asdict(v) for k, v in others.items() if not k.startswith(RIVAL)},
+                          rivals={k[len(RIVAL):]: _asdict(v) for k, v in others.items() if k.startswith(RIVAL)},
+                          timing_meta=meta)
             result["worker_seconds"] = time.perf_counter() - t_start
             return result
         finally:
@@ -162,14 +186,10 @@ class Worker:
 
 
 def _asdict(t) -> dict:
-    import dataclasses
-
     return dataclasses.asdict(t)
 
 
 def _checks(checker) -> list[dict]:
-    import dataclasses
-
     return [dataclasses.asdict(c) for c in checker.checks]
 
 

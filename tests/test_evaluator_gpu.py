@@ -151,6 +151,35 @@ def test_short_shape_is_timed_power_steady_when_its_baseline_slows_down_held(poo
         assert "slower held than in bursts" in steady["why"]
 
 
+def test_rivals_are_timed_in_the_candidates_rounds_even_power_steady(pool):
+    # a tournament of leaders (scripts/tournament.py): two builds of one kernel, timed in the same shuffled rounds
+    src = (KERNELS / "reference_wmma.cu").read_text()
+    r = evaluate(src, (2048, 2048, 8192), pool=pool, rivals={"twin": src + "\n// the same kernel, another build\n"},
+                 rounds=6)
+    assert r.status == R.OK, r.reason
+    meta = r.candidate.detail["timing"]
+    assert "steady" in meta and "rival:twin" not in meta["steady"]["not_timed"]
+    assert meta["rounds"] == r.candidate.samples == 6 and meta["rivals_refused"] == {}
+    assert set(r.rivals) == {"twin"} and not any(n.startswith("rival:") for n in r.baselines)
+    assert {n: len(ts) for n, ts in meta["rounds_us"].items()} == {n: 6 for n in ("candidate", "rival:twin",
+                                                                           *r.baselines)}
+    h = r.head_to_head()
+    assert set(h) == {"candidate", "twin"} and abs(h["twin"] / h["candidate"] - 1) < 0.05, h
+    assert 0.95 < r.rivals["twin"].speedup_median < 1.05  # the candidate over its twin
+    assert R.EvalResult.from_json(r.to_json()) == r
+
+
+def test_a_rival_with_a_wrong_timed_output_is_dropped_and_named(pool):
+    src = (KERNELS / "reference_wmma.cu").read_text()
+    r = evaluate(src, (256, 256, 256), pool=pool, rivals={"bad": (HOSTILE / "partial_write.cu").read_text(),
+                                                          "good": src + "\n// another build\n"})
+    assert r.status == R.OK, r.reason
+    meta = r.candidate.detail["timing"]
+    assert set(meta["rivals_refused"]) == {"bad"} and "max |C - ref|" in meta["rivals_refused"]["bad"]
+    assert set(r.rivals) == {"good"} and set(r.head_to_head()) == {"candidate", "good"}
+    assert all(c.passed for c in r.checks)
+
+
 def test_small_shape_is_not_timed_power_steady(pool):
     r = evaluate((KERNELS / "reference_wmma.cu").read_text(), (256, 256, 256), pool=pool)
     assert r.status == R.OK, r.reason
