@@ -14,6 +14,8 @@ Stable interface (the campaign, export/import, inspect and report build on it; s
     best(gpu, acc, shape, baseline="cublaslt-autotune-max") -> Variant | None
     ranked(gpu, acc, shape, baseline=...) -> list[Variant]          # by the geometric mean of all measurements
     add_remeasure(id, result); remeasures(id) -> list[EvalResult]  # later measurements of a variant
+    add_tournament(gpu, acc, shape, figures, result); tournament(gpu, acc, shape) -> dict | None  # leaders timed
+                                                                   # head to head in one evaluation (ranked() obeys)
     neighbours(gpu, acc, shape, k=4) -> list[Variant]              # best of the nearest other shapes (log2 space)
     shapes() -> list[ShapeKey]                                     # (gpu, acc, (m, n, k)) with any variant
     set_ncu(id, ncu)                                               # attach a profile later
@@ -69,6 +71,17 @@ CREATE TABLE IF NOT EXISTS remeasures (
     created_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS remeasures_variant ON remeasures (variant_id);
+CREATE TABLE IF NOT EXISTS tournaments (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    gpu TEXT NOT NULL,
+    acc TEXT NOT NULL,
+    m INTEGER NOT NULL, n INTEGER NOT NULL, k INTEGER NOT NULL,
+    baseline TEXT NOT NULL,
+    figures TEXT NOT NULL,
+    result TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tournaments_key ON tournaments (gpu, acc, m, n, k);
 """
 SCHEMA_VERSION = "1"
 
@@ -204,6 +217,29 @@ class Archive:
         with self._conn() as c:
             c.execute("INSERT INTO remeasures VALUES (?,?,?)", (variant_id, scrub(result.to_json()), time.time()))
 
+    def add_tournament(self, gpu: str, acc: str, shape, figures: dict[int, float], result: EvalResult,
+                       baseline: str = DEFAULT_BASELINE) -> None:
+        """Leaders timed in the same rounds of one evaluation: `figures` maps variant id -> its median per-round speedup
+        over `baseline` (EvalResult.head_to_head). The latest tournament of a key orders ranked()'s head."""
+        m, n, k = (int(x) for x in shape)
+        order = sorted(((int(i), float(f)) for i, f in figures.items()), key=lambda x: (-x[1], x[0]))
+        with self._conn() as c:
+            c.execute("INSERT INTO tournaments (gpu, acc, m, n, k, baseline, figures, result, created_at) "
+                      "VALUES (?,?,?,?,?,?,?,?,?)", (gpu, acc, m, n, k, baseline, json.dumps(order),
+                                                    scrub(result.to_json()), time.time()))
+
+    def tournament(self, gpu: str, acc: str, shape, baseline: str = DEFAULT_BASELINE) -> dict[str, Any] | None:
+        """The latest tournament of a key: {"figures": [(variant id, figure), ...] fastest first, "result",
+        "created_at"}."""
+        m, n, k = (int(x) for x in shape)
+        with self._conn() as c:
+            r = c.execute("SELECT * FROM tournaments WHERE gpu=? AND acc=? AND m=? AND n=? AND k=? AND baseline=? "
+                          "ORDER BY id DESC LIMIT 1", (gpu, acc, m, n, k, baseline)).fetchone()
+        if r is None:
+            return None
+        return {"figures": [(int(i), f) for i, f in json.loads(r["figures"])],
+                "result": EvalResult.from_json(r["result"]), "created_at": r["created_at"]}
+
     def remeasures(self, variant_id: int) -> list[EvalResult]:
         return self._remeasures([variant_id]).get(variant_id, [])
 
@@ -267,7 +303,10 @@ class Archive:
     def ranked(self, gpu: str, acc: str, shape, baseline: str = DEFAULT_BASELINE) -> list[Variant]:
         """Correct, timed variants, fastest first against `baseline` (ties: the earlier one first). A variant measured
         more than once ranks by the geometric mean of its speedups (`extra["pooled_speedup"]`, `extra["measurements"]`);
-        one that failed a check when re-evaluated is dropped."""
+        one that failed a check when re-evaluated is dropped. Where the latest tournament played the variant that ranks
+        first that way, its players lead in the tournament's order (`extra["tournament"]`: each one's figure): they
+        were timed in the same rounds, which separate them better than separate evaluations do. A variant that
+        outranks every player and did not play sets the tournament aside until another is played."""
         ok = [v for v in self.history(gpu, acc, shape) if v.status == "ok"]
         later = self._remeasures([v.id for v in ok])
         scored = []
@@ -283,7 +322,16 @@ class Archive:
             v.extra["measurements"] = len(sp)
             scored.append((v.extra["pooled_speedup"], v))
         scored.sort(key=lambda sv: (-sv[0], sv[1].id))
-        return [v for _, v in scored]
+        out = [v for _, v in scored]
+        t = self.tournament(gpu, acc, shape, baseline) if out else None
+        if t is not None:
+            figure = dict(t["figures"])
+            if out[0].id in figure:
+                players = sorted((v for v in out if v.id in figure), key=lambda v: (-figure[v.id], v.id))
+                for v in players:
+                    v.extra["tournament"] = figure[v.id]
+                out = players + [v for v in out if v.id not in figure]
+        return out
 
     def shapes(self) -> list[ShapeKey]:
         with self._conn() as c:

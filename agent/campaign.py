@@ -41,6 +41,9 @@ from evaluator.record import EvalResult
 
 SEED_PROPOSER = "seed:global-archive"
 FINAL_MODES = ("offline", "server")
+# Rounds of a tournament of leaders: each is a shuffled pass over every leader and baseline (power-steady on a big
+# shape: ~0.19 s a callable in the quick profile), and a leader's figure is its median per-round speedup.
+TOURNAMENT_ROUNDS = 15
 
 
 def global_archive_path() -> Path:
@@ -63,11 +66,14 @@ class Seam:
     arch: str | None = None
     lanes: int = 1
     profiles: bool = False  # whether profile() gives Nsight Compute records
+    # whether evaluate() takes rivals= and rounds= (evaluator.api.evaluate's): leaders timed in the candidate's rounds
+    tournaments: bool = False
 
     def compile(self, source: str) -> None:  # warm the build cache; errors surface in evaluate()
         pass
 
-    def evaluate(self, source: str, shape: Shape, *, acc: str, mode: str, profile: str) -> EvalResult:
+    def evaluate(self, source: str, shape: Shape, *, acc: str, mode: str, profile: str,
+                 rivals: dict[str, str] | None = None, rounds: int | None = None) -> EvalResult:
         raise NotImplementedError
 
     def gpu_facts(self) -> dict[str, Any]:
@@ -107,15 +113,19 @@ class EvaluatorSeam(Seam):
         self.profiles = shutil.which("ncu") is not None if ncu is None else ncu
         self._facts: dict[str, Any] | None = None
 
+    tournaments = True
+
     def compile(self, source: str) -> None:
         from evaluator.compile import compile_kernel
 
         compile_kernel(source, self.arch)
 
-    def evaluate(self, source: str, shape: Shape, *, acc: str, mode: str, profile: str) -> EvalResult:
+    def evaluate(self, source: str, shape: Shape, *, acc: str, mode: str, profile: str,
+                 rivals: dict[str, str] | None = None, rounds: int | None = None) -> EvalResult:
         from evaluator.api import evaluate
 
-        return evaluate(source, shape, acc=acc, mode=mode, profile=profile, arch=self.arch, pool=self.pool)
+        return evaluate(source, shape, acc=acc, mode=mode, profile=profile, arch=self.arch, pool=self.pool,
+                        rivals=rivals, rounds=rounds)
 
     def gpu_facts(self) -> dict[str, Any]:
         if self._facts is None:
@@ -269,7 +279,8 @@ class CampaignConfig:
     seed_from_global: bool = True
     final_modes: tuple[str, ...] = FINAL_MODES  # re-measure each shape's winner in these modes
     final_repeats: int = 3  # separate evaluations per final mode; reports take their median
-    confirm_top: int = 3  # re-measure this many leaders before the winner is chosen (0: the search's fastest wins)
+    # time this many leaders head to head before the winner is chosen (0: the search's fastest wins)
+    confirm_top: int = 3
     n_per_step: int = 4
     compile_workers: int | None = None
     retrieve: bool = True
@@ -394,7 +405,8 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
     def confirm(shape: Shape) -> None:
         """Re-measure the leaders in the search's own mode and profile until the top `confirm_top` by pooled speedup
         all have a second measurement. The fastest of a dozen noisy measurements is partly luck (run 6, H200, big
-        shapes: 23 of 28 leaders measured lower the second time, by up to 2.7%), so the winner is chosen on two."""
+        shapes: 23 of 28 leaders measured lower the second time, by up to 2.7%), so the winner is chosen on two.
+        For seams that cannot time rivals; the evaluator's own seams play a tournament instead."""
         for _ in range(2 * cfg.confirm_top):
             ranked = archive.ranked(gpu, acc, shape)
             lead = [v for v in ranked[:cfg.confirm_top] if v.extra["measurements"] < 2]
@@ -410,11 +422,47 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
                               output={"status": res.status, "reason": res.reason[:300],
                                       "speedup": res.speedup("cublaslt-autotune-max") if res.ok else None})
 
+    def tournament(shape: Shape) -> None:
+        """Time the top `confirm_top` leaders in the same rounds of one evaluation (the first with every check, the
+        others as its rivals) and let the fastest there be the winner (Archive.ranked). Two evaluations of one big-shape
+        kernel differ by 1-4% with the clock of the moment, more than its leaders differ; in the same rounds the clock
+        is theirs alike. A leader that fails a check there is dropped and the tournament played again without it."""
+        for _ in range(cfg.confirm_top + 1):
+            lead = archive.ranked(gpu, acc, shape)[:cfg.confirm_top]
+            last = archive.tournament(gpu, acc, shape)
+            if len(lead) < 2 or (last and {v.id for v in lead} <= {i for i, _ in last["figures"]}):
+                return  # nothing to play, or played already (a resumed run)
+            first, rivals = lead[0], {str(v.id): v.read_source() for v in lead[1:]}
+            res = seam.evaluate(first.read_source(), shape, acc=acc, mode=cfg.mode, profile=cfg.profile,
+                                rivals=rivals, rounds=TOURNAMENT_ROUNDS)
+            if res.status in ("no_gpu", "error"):
+                return
+            thread = f"{gpu}|{acc}|{shape_str(shape)}"
+            refused = (res.candidate.detail.get("timing", {}).get("rivals_refused", {}) if res.candidate else {})
+            figures = {int(n) if n != "candidate" else first.id: f for n, f in res.head_to_head().items()}
+            transcript.append(thread=thread, shape=shape, step=None, node="tournament",
+                              input={"variant_ids": [v.id for v in lead], "mode": cfg.mode,
+                                     "rounds": TOURNAMENT_ROUNDS},
+                              output={"status": res.status, "reason": res.reason[:300], "refused": refused,
+                                      "figures": {str(i): f for i, f in figures.items()}})
+            if not res.ok:  # the leader failed a check on fresh inputs: it leaves the ranking
+                archive.add_remeasure(first.id, res)
+                continue
+            for name, why in refused.items():
+                archive.add_remeasure(int(name), EvalResult(
+                    status="incorrect", reason=f"tournament: wrong output after a timed batch: {why}",
+                    shape=tuple(shape), acc=acc, mode=cfg.mode, profile=cfg.profile))
+            if len(figures) < len(lead) - len(refused) or first.id not in figures:
+                return  # no round-by-round times came back: the pooled ranking stands
+            archive.add_tournament(gpu, acc, shape, figures, res)
+            if not refused:
+                return
+
     def finalize(shape: Shape) -> None:
         """Confirm the leaders, measure the winner in each final mode (the search used one), and share the variants
         globally."""
         if cfg.confirm_top > 0:
-            confirm(shape)
+            (tournament if seam.tournaments else confirm)(shape)
         best = archive.best(gpu, acc, shape)
         if best is not None:
             src = best.read_source()

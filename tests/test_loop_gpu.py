@@ -34,3 +34,35 @@ def test_builtin_loop_on_one_shape(tmp_path):
     assert all(c.passed for c in best.result.checks)
     nodes = {e["node"] for e in Transcript(tmp_path / "transcript.jsonl", run="gpu").read()}
     assert {"propose", "evaluate", "record", "decide"} <= nodes
+
+
+def test_campaign_picks_its_winner_in_a_tournament_of_leaders(tmp_path):
+    """The campaign on the real evaluator: the leaders are timed head to head in one evaluation, and the archive's
+    ranking (so the finals, exports and reports) follows that evaluation."""
+    import json
+
+    from agent.archive import Archive
+    from agent.campaign import CampaignConfig, EvaluatorSeam, TOURNAMENT_ROUNDS, run_campaign
+    from agent.proposers.builtin_backend import BuiltinProposer
+
+    shape = (512, 512, 512)
+    seam = EvaluatorSeam([0], ncu=False)
+    cfg = CampaignConfig(run="t", shapes=[shape], budget_candidates=6, runs_dir=tmp_path, n_per_step=3,
+                         confirm_top=3, final_repeats=1, final_modes=("offline",), retrieve=False)
+    try:
+        summary = run_campaign(cfg, seam=seam, make_proposer=lambda: BuiltinProposer(seed=0), live=False)
+    finally:
+        seam.close()
+    assert not summary["failures"], summary["failures"]
+    archive = Archive(cfg.run_dir / "archive.sqlite")
+    t = archive.tournament(seam.gpu_name, "fp32", shape)
+    assert t is not None and len(t["figures"]) == 3, t
+    res = t["result"]
+    assert res.ok and len(res.rivals) == 2 and res.candidate.samples >= TOURNAMENT_ROUNDS
+    ranked = archive.ranked(seam.gpu_name, "fp32", shape)
+    assert [v.id for v in ranked[:3]] == [i for i, _ in t["figures"]]
+    assert ranked[0].extra["tournament"] == max(f for _, f in t["figures"]) > 0
+    rows = [json.loads(line) for line in (cfg.run_dir / "transcript.jsonl").open()]
+    assert [r["node"] for r in rows].count("tournament") == 1
+    final = [r for r in rows if r["node"] == "final"]
+    assert final and all(r["input"]["variant_id"] == ranked[0].id for r in final)

@@ -31,9 +31,11 @@ class GpuActor:
     def info(self) -> dict:
         return dict(self.tag, evaluations=self.evaluations)
 
-    def evaluate(self, source: str, shape, acc: str, mode: str, profile: str, artifact=None) -> dict:
+    def evaluate(self, source: str, shape, acc: str, mode: str, profile: str, artifact=None,
+                 rivals: dict | None = None, rounds: int | None = None) -> dict:
         t0 = time.monotonic()
-        d = self.backend.evaluate(source, tuple(shape), acc=acc, mode=mode, profile=profile, artifact=artifact)
+        d = self.backend.evaluate(source, tuple(shape), acc=acc, mode=mode, profile=profile, artifact=artifact,
+                                  rivals=rivals, rounds=rounds)
         self.evaluations += 1
         # Where it ran, next to the evaluator's own GPU description (gpu_index, clocks, driver).
         d["gpu"] = {**(d.get("gpu") or {}), "node_id": self.tag.get("node_id"), "node_ip": self.tag.get("node_ip"),

@@ -150,12 +150,13 @@ class EvaluatorGPU:
 
         return EvaluatorSeam.profile(self, source, tuple(shape), acc=acc)
 
-    def evaluate(self, source: str, shape, *, acc: str, mode: str, profile: str, artifact: dict | None = None) -> dict:
+    def evaluate(self, source: str, shape, *, acc: str, mode: str, profile: str, artifact: dict | None = None,
+                 rivals: dict | None = None, rounds: int | None = None) -> dict:
         from evaluator.api import evaluate
 
-        install_artifact(artifact)
+        install_artifact(artifact)  # the rivals are built here (compile cache): they were built before, by the search
         res = evaluate(source, tuple(shape), acc=acc, mode=mode, profile=profile, arch=self.arch, pool=self.pool,
-                       gpu=self.gpu_id)
+                       gpu=self.gpu_id, rivals=rivals, rounds=rounds)
         return res.to_dict()
 
     def close(self) -> None:
@@ -207,15 +208,17 @@ class RecordedGPU:
     def profile(self, source: str, shape, *, acc: str) -> dict | None:
         return None
 
-    def evaluate(self, source: str, shape, *, acc: str, mode: str, profile: str, artifact: dict | None = None) -> dict:
+    def evaluate(self, source: str, shape, *, acc: str, mode: str, profile: str, artifact: dict | None = None,
+                 rivals: dict | None = None, rounds: int | None = None) -> dict:
         from evaluator.compile import source_hash
         from evaluator.record import EvalResult
 
         m = re.search(r"// variant: (\S+)", source)
         tag = m.group(1) if m else (self.spec.default_tag or "")
         h = source_hash(source)
+        # a recorded result has no rivals' rounds: the campaign keeps its pooled ranking (the log shows who was asked)
         base = {"hash": h, "shape": list(shape), "mode": mode, "gpu": self.gpu_id, "pid": os.getpid(),
-                **_node_tag()}
+                "rivals": sorted(rivals or {}), **_node_tag()}
         self.spec._write({"op": "start", **base, "t": time.time()})
         time.sleep(self.spec.delay)
         if tag not in self.spec.recorded:

@@ -19,13 +19,14 @@ class PinnedLocalSeam(EvaluatorSeam):
         self.router: ShapeRouter[int] = ShapeRouter(list(gpus))
         self.host = socket.gethostname()
 
-    def evaluate(self, source: str, shape, *, acc: str, mode: str, profile: str) -> EvalResult:
+    def evaluate(self, source: str, shape, *, acc: str, mode: str, profile: str,
+                 rivals: dict[str, str] | None = None, rounds: int | None = None) -> EvalResult:
         from evaluator.api import evaluate
 
         g = self.router.acquire(tuple(shape))
         try:
             res = evaluate(source, tuple(shape), acc=acc, mode=mode, profile=profile, arch=self.arch,
-                           pool=self.pool, gpu=g)
+                           pool=self.pool, gpu=g, rivals=rivals, rounds=rounds)
         finally:
             self.router.release(g, tuple(shape))
         res.gpu.setdefault("host", self.host)

@@ -53,6 +53,7 @@ class ActorRef:
 
 class RaySeam(Seam):
     shutdown_ray = False
+    tournaments = True  # rivals go to the actor, whose evaluator builds and times them beside the candidate
 
     def __init__(self, spec, *, gpu_model: str | None = None, ncu: bool | None = None, max_attempts: int = 3, eval_timeout_s: float = 1800.0,
                  wait_for_gpu_s: float = 600.0, probe_every_s: float = 15.0, actor_options: dict | None = None,
@@ -249,7 +250,8 @@ class RaySeam(Seam):
         with self._lock:
             self._builds.pop(source_hash(source), None)
 
-    def evaluate(self, source: str, shape, *, acc: str, mode: str, profile: str) -> EvalResult:
+    def evaluate(self, source: str, shape, *, acc: str, mode: str, profile: str,
+                 rivals: dict[str, str] | None = None, rounds: int | None = None) -> EvalResult:
         ray = self.ray
         from ray.exceptions import GetTimeoutError, ObjectLostError, RayActorError, RayTaskError
 
@@ -267,7 +269,8 @@ class RaySeam(Seam):
                 return self._error(shape, acc, mode, profile, source, str(e), lost)
             a = self.actors[k]
             try:
-                ref = a.handle.evaluate.remote(source, list(shape), acc, mode, profile, art if use_artifact else None)
+                ref = a.handle.evaluate.remote(source, list(shape), acc, mode, profile, art if use_artifact else None,
+                                               rivals, rounds)
                 d = ray.get(ref, timeout=self.eval_timeout_s)
             except (RayActorError, GetTimeoutError) as e:
                 # The actor (or its node) is gone, or hung past any evaluation's length: retry on another GPU.
