@@ -82,6 +82,33 @@ def test_remeasures_pool_into_the_ranking(tmp_path):
     assert [v.id for v in a.ranked("H200", "fp32", shape)] == [3, 1]
 
 
+def test_the_latest_tournament_orders_the_ranking_until_a_variant_that_did_not_play_leads(tmp_path):
+    a = Archive(tmp_path / "archive.sqlite")
+    shape = (4096, 4096, 4096)
+    for t in ["naive", "tile128", "wgmma"]:
+        add(a, t)
+    assert [v.id for v in a.ranked("H200", "fp32", shape)] == [3, 2, 1] and a.tournament("H200", "fp32", shape) is None
+    played = EV(kernel_source("wgmma"), shape)
+    a.add_tournament("H200", "fp32", shape, {3: 1.001, 2: 1.012}, played)
+    ranked = a.ranked("H200", "fp32", shape)
+    assert [v.id for v in ranked] == [2, 3, 1] and a.best("H200", "fp32", shape).id == 2
+    assert [v.extra.get("tournament") for v in ranked] == [1.012, 1.001, None]
+    t = a.tournament("H200", "fp32", shape)
+    assert t["figures"] == [(2, 1.012), (3, 1.001)] and t["result"] == played
+    assert a.tournament("H200", "fp32", shape, baseline="cublas-max") is None  # figures are against one baseline
+    assert [v.id for v in a.ranked("H200", "fp32", shape, baseline="cublas-NN")] == [3, 2, 1]
+    # a later tournament replaces it
+    a.add_tournament("H200", "fp32", shape, {3: 1.02, 2: 1.01, 1: 0.5}, played)
+    assert [v.id for v in a.ranked("H200", "fp32", shape)] == [3, 2, 1]
+    # a player that fails a check afterwards leaves; one that never played and outranks every player sets it aside
+    a.add_remeasure(3, EV(kernel_source("wrong"), shape))
+    assert [v.id for v in a.ranked("H200", "fp32", shape)] == [2, 1]
+    fast = a.add("run1", "H200", "fp32", shape, kernel_source("wgmma", extra="// faster\n"), "builtin",
+                 scaled_result(played, 1.5))
+    assert [v.id for v in a.ranked("H200", "fp32", shape)] == [fast, 2, 1]
+    assert "tournament" not in a.best("H200", "fp32", shape).extra
+
+
 def test_shapes_and_neighbours_in_log2_space(tmp_path):
     a = Archive(tmp_path / "a.sqlite")
     add(a, "tile128", shape=(4096, 4096, 4096))

@@ -17,6 +17,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from http_servers import RECORDED_RESULTS, kernel_source  # noqa: E402
 
+GOLDEN = Path(__file__).parent / "golden"
+
 from agent.campaign import CampaignConfig, CampaignDB, CampaignError, Seam, run_campaign  # noqa: E402
 from agent.proposers.base import Proposal, ProposalContext, Proposer  # noqa: E402
 from evaluator.record import EvalResult  # noqa: E402
@@ -63,6 +65,46 @@ class ReplaySeam(Seam):
         return r
 
 
+class TournamentSeam(ReplaySeam):
+    """ReplaySeam that also answers a tournament, with the rounds of one recorded on a GPU
+    (tests/golden/tournament_result.json: the WMMA reference, another build of it, and the naive kernel). The
+    recorded kernels go to the leaders in reverse: the leader ranked last gets the fastest one's rounds, so the
+    tournament's order is the reverse of the search's. `refuse`: rival names whose timed output the first
+    tournament reports wrong."""
+    tournaments = True
+
+    def __init__(self, *a, refuse: tuple[str, ...] = (), **kw):
+        super().__init__(*a, **kw)
+        self.golden = EvalResult.from_json((GOLDEN / "tournament_result.json").read_text())
+        self.refuse = set(refuse)
+
+    def evaluate(self, source, shape, *, acc, mode, profile, rivals=None, rounds=None):
+        import copy
+
+        r = super().evaluate(source, shape, acc=acc, mode=mode, profile=profile)
+        if not rivals:
+            return r
+        self._write({"op": "tournament", "rivals": list(rivals), "rounds": rounds, "shape": list(shape)})
+        g = copy.deepcopy(self.golden)
+        timing = g.candidate.detail["timing"]
+        h = g.head_to_head()
+        fastest_first = sorted(h, key=lambda n: -h[n])
+        leaders = ["candidate", *(f"rival:{n}" for n in rivals)]
+        old = {n if n == "candidate" else f"rival:{n}": n for n in h}
+        rounds_us = {k: v for k, v in timing["rounds_us"].items() if k not in old}
+        for leader, kept in zip(reversed(leaders), fastest_first):
+            rounds_us[leader] = timing["rounds_us"][next(o for o, n in old.items() if n == kept)]
+        refused = {n: "max |C - ref| = 1.5, 0 non-finite" for n in rivals if n in self.refuse}
+        self.refuse -= set(refused)
+        for n in refused:
+            del rounds_us[f"rival:{n}"]
+        timing.update(rounds_us=rounds_us, rivals_refused=refused)
+        r = copy.deepcopy(r)
+        r.candidate.detail["timing"] = timing
+        r.rivals = {n: g.rivals["twin"] for n in rivals if n not in refused}
+        return r
+
+
 class ScriptedProposer(Proposer):
     """Distinct contract kernels per (shape, step, index), cycling through the recorded variants."""
     name = "scripted"
@@ -84,10 +126,10 @@ def log_records(path: Path) -> list[dict]:
 
 
 def campaign(tmp_path: Path, shapes, *, budget=6, delay=0.0, lanes=2, global_db=None, run="c1", cfg_lanes=None,
-             confirm_top=3, final_repeats=3):
+             confirm_top=3, final_repeats=3, seam=None):
     from rich.console import Console
 
-    seam = ReplaySeam(tmp_path / "calls.jsonl", delay=delay, lanes=lanes)
+    seam = seam or ReplaySeam(tmp_path / "calls.jsonl", delay=delay, lanes=lanes)
     cfg = CampaignConfig(run=run, shapes=list(shapes), budget_candidates=budget, runs_dir=tmp_path / "runs",
                          global_archive=global_db, n_per_step=2, lanes=cfg_lanes, confirm_top=confirm_top,
                          final_repeats=final_repeats)
@@ -339,3 +381,53 @@ def test_cli_without_gpu_says_so(tmp_path):
     assert r.returncode == 2
     assert "needs a CUDA GPU" in r.stderr
     assert not (tmp_path / "shapes_small").exists()
+
+
+def test_a_tournament_of_leaders_picks_the_winner_and_is_played_once(tmp_path):
+    """A seam that times rivals gets one evaluation of the top three leaders instead of a second measurement of each;
+    the archive's ranking, so the finals, follow the tournament, and a resumed run does not play it again."""
+    from agent.archive import Archive
+    from agent.campaign import TOURNAMENT_ROUNDS
+
+    shape = (128, 256, 512)
+    seam = TournamentSeam(tmp_path / "calls.jsonl")
+    cfg, summary, _ = campaign(tmp_path, [shape], budget=6, final_repeats=1, seam=seam)
+    assert not summary["failures"], summary["failures"]
+    arch = Archive(cfg.run_dir / "archive.sqlite")
+    t = arch.tournament(GPU, "fp32", shape)
+    ranked = arch.ranked(GPU, "fp32", shape)
+    search = sorted(ranked[:3], key=lambda v: (-v.extra["pooled_speedup"], v.id))
+    assert [i for i, _ in t["figures"]] == [v.id for v in reversed(search)] == [v.id for v in ranked[:3]]
+    assert all(arch.remeasures(v.id) == [] for v in ranked)  # no separate second measurements
+    recs = log_records(tmp_path / "calls.jsonl")
+    played = [r for r in recs if r["op"] == "tournament"]
+    assert len(played) == 1 and played[0]["rounds"] == TOURNAMENT_ROUNDS
+    assert played[0]["rivals"] == [str(v.id) for v in search[1:]]
+    finals = [r for r in recs if r["op"] == "eval" and r["mode"] == "server"]
+    assert [r["hash"] for r in finals] == [ranked[0].source_hash]
+    nodes = [json.loads(line) for line in (cfg.run_dir / "transcript.jsonl").open()]
+    tour = [n for n in nodes if n["node"] == "tournament"]
+    assert len(tour) == 1 and tour[0]["output"]["figures"] == {str(i): f for i, f in t["figures"]}
+    campaign(tmp_path, [shape], budget=6, final_repeats=1, seam=TournamentSeam(tmp_path / "calls.jsonl"))
+    assert [r for r in log_records(tmp_path / "calls.jsonl")[len(recs):] if r["op"] in ("eval", "tournament")] == []
+
+
+def test_a_rival_refused_in_a_tournament_leaves_and_the_next_leader_plays(tmp_path):
+    from agent.archive import Archive
+
+    shape = (128, 256, 512)
+    probe = TournamentSeam(tmp_path / "probe.jsonl")
+    campaign(tmp_path / "probe", [shape], budget=6, final_repeats=1, confirm_top=0, seam=probe)
+    order = [v.id for v in Archive(tmp_path / "probe" / "runs" / "c1" / "archive.sqlite").ranked(GPU, "fp32", shape)]
+    assert len(order) >= 4  # a fourth leader to step in
+    seam = TournamentSeam(tmp_path / "calls.jsonl", refuse=(str(order[1]),))
+    cfg, summary, _ = campaign(tmp_path, [shape], budget=6, final_repeats=1, seam=seam)
+    assert not summary["failures"], summary["failures"]
+    arch = Archive(cfg.run_dir / "archive.sqlite")
+    again = arch.remeasures(order[1])
+    assert [r.status for r in again] == ["incorrect"] and "tournament: wrong output" in again[0].reason
+    played = [r["rivals"] for r in log_records(tmp_path / "calls.jsonl") if r["op"] == "tournament"]
+    # the second is led by the first's winner (order[2], given the fastest rounds), with order[0] and order[3]
+    assert played == [[str(order[1]), str(order[2])], [str(order[0]), str(order[3])]]
+    assert {i for i, _ in arch.tournament(GPU, "fp32", shape)["figures"]} == {order[0], order[2], order[3]}
+    assert order[1] not in [v.id for v in arch.ranked(GPU, "fp32", shape)]

@@ -100,6 +100,11 @@ def test_campaign_spreads_shapes_over_gpu_actors(cluster, tmp_path):
     assert evaluated <= builds  # every evaluated kernel went through a build task first
     # Build tasks ran in Ray workers, not in the driver process.
     assert os.getpid() not in {e["pid"] for e in ev if e["op"] == "build"}
+    # Each shape's tournament reached its GPU's actor with the leaders as rivals (a recorded answer has no rivals'
+    # rounds, so the pooled ranking stands there).
+    asked = [e for e in ev if e["op"] == "start" and e["rivals"]]
+    assert sorted(tuple(e["shape"]) for e in asked) == sorted(shapes) and all(1 <= len(e["rivals"]) <= 2 for e in asked)
+    assert all(arch.tournament(GPU, "fp32", s) is None for s in shapes)
 
 
 def test_killed_actor_inflight_evaluation_is_retried_and_nothing_finished_is_lost(cluster, tmp_path):
