@@ -70,12 +70,13 @@ def play(group: dict, acc: str, repeats: int, rounds: int) -> None:
         rivals = {str(v["id"]): v["source"] for v in lead if v is not cand}
         res = evaluate(cand["source"], group["shape"], acc=acc, rivals=rivals, rounds=rounds)
         h2h = res.head_to_head(BASELINE) if res.ok else {}
+        timing = res.candidate.detail.get("timing", {}) if res.candidate else {}
         figures = {str(cand["id"]): h2h.get("candidate")}
         figures.update({name: h2h.get(name) for name in rivals})
         group["evals"].append({"candidate": cand["id"], "status": res.status, "reason": res.reason[:300],
                                "gpu_uuid": res.gpu.get("gpu_uuid"), "figures": figures,
-                               "rounds": (res.candidate.detail.get("timing", {}).get("rounds")
-                                          if res.candidate else None)})
+                               "rounds": timing.get("rounds"), "rounds_us": timing.get("rounds_us"),
+                               "steady": timing.get("steady", {}).get("why"), "unheld": timing.get("unheld")})
         shown = ", ".join(f"{k} {_fmt(v)}" for k, v in figures.items())
         print(f"{'x'.join(map(str, group['shape']))} repeat {r}: {res.status} {shown} {res.reason[:120]}",
               flush=True)
