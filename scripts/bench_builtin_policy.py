@@ -151,6 +151,7 @@ def _physical_note(uuids: list[str]) -> str:
 
 def summarise_run(run_dirs: Path | list[Path], a) -> str:
     from agent.archive import Archive
+    from agent.campaign import TOURNAMENT_ROUNDS
     from agent.report import collect_rows, summarise
 
     run_dirs = [run_dirs] if isinstance(run_dirs, Path) else list(run_dirs)
@@ -173,8 +174,12 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
     defaults = _defaults()
     reps = getattr(a, "final_repeats", None)  # absent from callers that only summarise
     top = getattr(a, "confirm_top", defaults["confirm_top"])
-    chose = (f"the {top} leaders\n  measured a second time and the winner chosen on both measurements (`--confirm-top`)"
-             if top else "the search's fastest\n  measurement chose the winner (`--confirm-top 0`)")
+    played = any(archive.tournament(r.gpu, r.acc, r.shape) for r, archive in picked.values())
+    chose = ("the search's fastest\n  measurement chose the winner (`--confirm-top 0`)" if not top else
+             f"the {top} leaders\n  timed head to head in the same rounds of one evaluation (a tournament, "
+             f"{TOURNAMENT_ROUNDS} rounds) and the\n  fastest there chosen (`--confirm-top`; its figure is the "
+             "table's \"T\")" if played else
+             f"the {top} leaders\n  measured a second time and the winner chosen on both measurements (`--confirm-top`)")
     # what the run asked for is not stored with it: the most evaluations any shape of the run has in a mode
     want = max((_final_count(r) for r in rows), default=0)
     search_mode = getattr(a, "mode", defaults["mode"])
@@ -230,8 +235,10 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
         for r in sorted(sel, key=lambda r: r.log2_mnk):
             archive = picked[(r.gpu, r.acc, r.shape, r.mode)][1]
             hist = archive.history(r.gpu, r.acc, r.shape)
+            tour = archive.tournament(r.gpu, r.acc, r.shape)
             gpu_s = sum(res.wall_seconds - (res.compile.seconds if res.compile else 0)
-                        for v in hist for res in [v.result, *archive.remeasures(v.id)])
+                        for v in hist for res in [v.result, *archive.remeasures(v.id), *(
+                            [tour["result"]] if tour and v.id == tour["figures"][0][0] else [])])
             cpu_s = sum(v.result.compile.build_seconds for v in hist if v.result.compile)
             win = next((v for v in hist if v.id == r.variant_id), None)
             fam = (win.family if win else "") or ""
@@ -239,6 +246,9 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
             # the gap between them is the selection bias of keeping the fastest of many noisy measurements
             search = " / ".join(_f(res.speedup(BASELINE)) for res in [win.result, *archive.remeasures(win.id)]
                                 if res.ok) if win else "-"
+            figure = dict(tour["figures"]).get(r.variant_id) if tour else None
+            if figure is not None:  # the winner's figure in the tournament that chose it
+                search += f" · T {_f(figure)}"
             mark = " *" if _awaiting_final(r) else (" †" if r in short else "")
             finals = " / ".join([*(_f(s) for s in r.extra.get("final_speedups", [])),
                                  *(f"**{s}**" for s in r.extra.get("final_failed", []))]) or "-"

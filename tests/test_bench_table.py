@@ -50,6 +50,33 @@ def test_the_table_shows_the_winners_search_measurements(tmp_path):
     assert cells[names.index("tried")] == "3"
 
 
+def test_a_tournaments_pick_shows_its_tournament_figure_and_the_header_says_how_it_was_chosen(tmp_path):
+    import pytest
+
+    run, first, second = _run(tmp_path)
+    a = Archive(run / "archive.sqlite")
+    ranked = a.ranked("H200", "fp32", SHAPE)
+    args = argparse.Namespace(acc="fp32", shapes="shapes.txt", budget=3, per_step=3, ncu="off", lanes=None)
+
+    def row_of(md):
+        header = next(line for line in md.splitlines() if line.startswith("| M | N | K |"))
+        row = next(line for line in md.splitlines() if line.startswith("| 4096 | 4096 | 4096 |"))
+        return dict(zip((c.strip() for c in header.strip("|").split("|")), (c.strip() for c in row.strip("|").split("|"))))
+
+    before = row_of(_bench().summarise_run(run, args))
+    played = scaled_result(ranked[1].result, 1.0)
+    played.wall_seconds = 40.0
+    for _ in range(2):  # the latest tournament counts, once
+        a.add_tournament("H200", "fp32", SHAPE, {ranked[0].id: 1.001, ranked[1].id: 1.0123}, played)
+    md = _bench().summarise_run(run, args)
+    assert "timed head to head in the same rounds of one evaluation (a tournament, 15 rounds)" in md
+    after = row_of(md)
+    # the tournament's pick is the search's second, and its row shows its figure there
+    assert after["search measurements"] == f"{ranked[1].speedup:.3f} · T 1.012"
+    spent = 40.0 - (played.compile.seconds if played.compile else 0)
+    assert float(after["GPU s"]) - float(before["GPU s"]) == pytest.approx(spent, abs=0.11)
+
+
 def test_an_unfinished_run_marks_the_figures_that_are_still_the_searchs(tmp_path):
     """Without a final measurement the table shows the search's own figure, which chose the kernel and reads high:
     it is marked, and the targets line says it is provisional; once the final is in, both go away."""
