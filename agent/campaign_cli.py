@@ -79,8 +79,9 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
                    help="separate evaluations of each final measurement; reports take their median (default 3: "
                         "one evaluation's CI misses the spread between evaluations)")
     p.add_argument("--confirm-top", type=int, choices=range(0, 9), default=3, metavar="N",
-                   help="before choosing each shape's winner, measure its N leaders a second time and rank them by "
-                        "both measurements (default 3; 0: the search's fastest measurement wins)")
+                   help="before choosing each shape's winner, time its N leaders head to head in the same rounds of "
+                        "one evaluation and take the fastest there (default 3; 0: the search's fastest measurement "
+                        "wins)")
     p.set_defaults(func=cmd_campaign)
 
     a = sub.add_parser("archive", help="export or import contract kernels")

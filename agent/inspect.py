@@ -203,6 +203,13 @@ def view_shape(events: list[Event], console: Console, shape: tuple[int, int, int
                   str(_n_proposals(se)), ", ".join(f"{k}×{n}" for k, n in sorted(statuses.items())) or "–",
                   *(_fmt_x(best[k]) for k in SPEEDUP_KEYS[:2]))
     console.print(t)
+    for e in evs:  # how the winner was chosen: each leader's figure in the same rounds
+        if e.node == "tournament" and isinstance(e.output, dict) and e.output.get("figures"):
+            figs = sorted(e.output["figures"].items(), key=lambda kv: -kv[1])
+            refused = e.output.get("refused") or {}
+            console.print(f"tournament ({(e.input or {}).get('rounds', '?')} rounds, vs {SPEEDUP_KEYS[0]}): "
+                          + ", ".join(f"#{i} {_fmt_x(f)}" for i, f in figs) + f" → #{figs[0][0]}"
+                          + (f"; refused {', '.join('#' + i for i in refused)}" if refused else ""))
 
 
 def _n_proposals(events: list[Event]) -> int:

@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_campaign import campaign  # noqa: E402
+from test_campaign import TournamentSeam, campaign  # noqa: E402
 
 from agent.inspect import InspectError, inspect_run, load_events  # noqa: E402
 
@@ -44,6 +44,19 @@ def test_shape_and_step_views(run):
     for needle in ("evaluate", "baseline_bounded_deviation", "cublaslt-autotune-TN", "Nsight Compute",
                    "extern \"C\" int hgemm", "exceeds the bound", "source_hash"):
         assert needle in step, needle
+
+
+def test_the_shape_view_says_how_the_winner_was_chosen(tmp_path):
+    from agent.archive import Archive
+
+    shape = (128, 256, 512)
+    cfg, summary, _ = campaign(tmp_path, [shape], budget=6, final_repeats=1,
+                               seam=TournamentSeam(tmp_path / "calls.jsonl"))
+    assert not summary["failures"]
+    win = Archive(cfg.run_dir / "archive.sqlite").best("NVIDIA H200", "fp32", shape)
+    out = show(cfg, shape=shape)
+    line = next(x for x in out.splitlines() if x.startswith("tournament (15 rounds, vs cublaslt-autotune-max): "))
+    assert line.endswith(f"→ #{win.id}") and line.count("×") == 3
 
 
 def test_diff_between_steps(run):
