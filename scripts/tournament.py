@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
-"""Time a finished campaign's leaders against each other, round by round on one clock (GPU machine).
+"""Replay a finished campaign's tournaments of leaders on the machine at hand (GPU machine).
 
-A campaign picks each shape's winner from separate evaluations, and on a big shape two evaluations of one kernel
-differ by ~1.6% (docs/design/builtin_policy.md, session 25): more than its leaders differ from each other. Here the
-top `--top` variants of each shape (the archive's ranking) are timed in one evaluation: one of them is the candidate
-(every check), the others are its rivals (timed in the same shuffled rounds, their timed output checked), beside the
-baselines. Each repeat makes another leader the candidate. A leader's figure per repeat is the median over rounds of
+A campaign chooses each shape's winner by timing its leaders in the same rounds of one evaluation (agent.campaign,
+`--confirm-top`): one machine, one draw. Here the top `--top` variants of each shape (the archive's ranking, the
+run's own tournament first) are timed again in one evaluation each: one of them is the candidate (every check), the
+others are its rivals (timed in the same shuffled rounds, their timed output checked), beside the baselines. Each
+repeat makes another leader the candidate. A leader's figure per repeat is the median over rounds of
 t_baseline / t_leader, all from the same rounds.
 
     python3 scripts/tournament.py RUN_DIR --out DIR [--top 4] [--repeats 2] [--rounds 15] [--shapes FILE]
 
-DIR/tournament.json keeps every evaluation; DIR/tournament.md is the table: per shape each leader's run figure and
-its tournament figures, the run's pick and the tournament's (the highest mean over repeats).
+DIR/tournament.json keeps every evaluation (per-round times included); DIR/tournament.md is the table: per shape
+each leader's run figures (pooled search readings, and the run's tournament figure "T"), its figures here, the
+run's pick and this replay's (the highest mean over repeats).
 """
 from __future__ import annotations
 
@@ -53,6 +54,7 @@ def leaders(run_dir: Path, acc: str, top: int, shapes: list | None) -> list[dict
         out.append({"shape": (m, n, k), "gpu": gpu, "leaders": [
             {"id": v.id, "family": v.family, "params": v.params, "source": v.read_source(),
              "run": v.extra.get("pooled_speedup") or v.result.speedup(BASELINE),
+             "run_tournament": v.extra.get("tournament"),
              "measurements": v.extra.get("measurements", 1)} for v in ranked]})
     if not out:
         raise ValueError(f"{run_dir}: no shape with two or more correct {acc} variants"
@@ -101,7 +103,8 @@ def table(groups: list[dict], meta: dict) -> str:
         m, n, k = g["shape"]
         changed += g["pick"] is not None and g["pick"] != g["leaders"][0]["id"]
         for i, v in enumerate(g["leaders"]):
-            lines.append(f"| {m} | {n} | {k} | {v['id']} | {v['family']} | {_fmt(v['run'])} ({v['measurements']}) | "
+            played = f" · T {_fmt(v['run_tournament'])}" if v.get("run_tournament") is not None else ""
+            lines.append(f"| {m} | {n} | {k} | {v['id']} | {v['family']} | {_fmt(v['run'])} ({v['measurements']}){played} | "
                          f"{' / '.join(_fmt(x) for x in v['tournament']) or '-'} | {'yes' if i == 0 else ''} | "
                          f"{'yes' if v['id'] == g['pick'] else ''} |")
     lines += ["", f"The tournament picked another leader than the run on {changed} of {len(groups)} shapes.", ""]

@@ -41,6 +41,25 @@ def test_it_takes_each_shapes_ranked_leaders_with_their_sources(tmp_path):
     assert all(f"// v{v['params']['v']}" in v["source"] for v in lead)
 
 
+def test_a_runs_own_tournament_leads_the_leaders_and_shows_in_the_table(tmp_path):
+    run = _run(tmp_path)
+    a = Archive(run / "archive.sqlite")
+    ids = [v.id for v in a.ranked("H200", "fp32", SHAPE)]
+    a.add_tournament("H200", "fp32", SHAPE, {ids[2]: 1.02, ids[0]: 1.0}, a.get(ids[2]).result)
+    mod = load_script("tournament")
+    groups = mod.leaders(run, "fp32", 3, None)
+    lead = groups[0]["leaders"]
+    assert [v["id"] for v in lead] == [ids[2], ids[0], ids[1]]
+    assert [v["run_tournament"] for v in lead] == [1.02, 1.0, None]
+    for v in lead:
+        v["tournament"] = [1.0]
+    groups[0]["pick"] = lead[0]["id"]
+    md = mod.table(groups, {"run": "r", "device": "NVIDIA H200", "date": "2026-11-25", "top": 3, "repeats": 1,
+                            "rounds": 15, "picks": 0, "command": "x"})
+    rows = [line for line in md.splitlines() if line.startswith("| 4096 |")]
+    assert "(1) · T 1.020 |" in rows[0] and "· T" not in rows[2]
+
+
 def test_a_leaders_figure_is_the_median_over_the_rounds_it_shared_with_the_baseline():
     rounds = {"candidate": [10.0, 10.0, 12.0], "rival:7": [9.0, 11.0, 9.5],
               "cublaslt-autotune-NN": [10.0, 11.0, 12.0], "cublaslt-autotune-TN": [20.0, 20.0, 20.0]}
