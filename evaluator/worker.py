@@ -145,9 +145,10 @@ class Worker:
             ops = OperandSet(self.nat, *shape, snapshots=False)
             ops.fill("normal", seed + 606)
             callables = {"candidate": cand, **rivals, **base}
-            if req.get("rounds"):
-                prof = dataclasses.replace(prof, steady_rounds=int(req["rounds"]),
-                                           min_rounds=max(prof.min_rounds, int(req["rounds"])))
+            if req.get("rounds"):  # at least that many: the profile's round budget and cap give way
+                n = int(req["rounds"])
+                prof = dataclasses.replace(prof, steady_rounds=n, min_rounds=max(prof.min_rounds, n),
+                                           max_rounds=max(prof.max_rounds, n))
             try:
                 times, meta = measure(self.nat, callables, "candidate", ops, req.get("mode", "offline"), prof,
                                       random.Random(seed), self.progress)
