@@ -90,6 +90,7 @@ class Seam:
 
 class EvaluatorSeam(Seam):
     """The real evaluator: a WorkerPool over the given GPUs."""
+    tournaments = True
 
     def __init__(self, gpus: list[int], ncu: bool | None = None):
         import shutil
@@ -112,8 +113,6 @@ class EvaluatorSeam(Seam):
         self.pool = WorkerPool(gpus=gpus, arch=self.arch)
         self.profiles = shutil.which("ncu") is not None if ncu is None else ncu
         self._facts: dict[str, Any] | None = None
-
-    tournaments = True
 
     def compile(self, source: str) -> None:
         from evaluator.compile import compile_kernel
@@ -437,10 +436,9 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
                                 rivals=rivals, rounds=TOURNAMENT_ROUNDS)
             if res.status in ("no_gpu", "error"):
                 return
-            thread = f"{gpu}|{acc}|{shape_str(shape)}"
             refused = (res.candidate.detail.get("timing", {}).get("rivals_refused", {}) if res.candidate else {})
             figures = {int(n) if n != "candidate" else first.id: f for n, f in res.head_to_head().items()}
-            transcript.append(thread=thread, shape=shape, step=None, node="tournament",
+            transcript.append(thread=f"{gpu}|{acc}|{shape_str(shape)}", shape=shape, step=None, node="tournament",
                               input={"variant_ids": [v.id for v in lead], "mode": cfg.mode,
                                      "rounds": TOURNAMENT_ROUNDS},
                               output={"status": res.status, "reason": res.reason[:300], "refused": refused,
