@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,10 +135,7 @@ class EvalResult:
         out = {}
         for name, ts in rounds.items():
             if name == "candidate" or name.startswith("rival:"):
-                ratios = sorted(b / t for b, t in zip(base, ts))
-                n = len(ratios)
-                out[name.removeprefix("rival:")] = (ratios[n // 2] if n % 2 else
-                                                    (ratios[n // 2 - 1] + ratios[n // 2]) / 2)
+                out[name.removeprefix("rival:")] = statistics.median(b / t for b, t in zip(base, ts))
         return out
 
     def max_abs_diff(self) -> float | None:
