@@ -367,8 +367,8 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
 
     def evaluate_for(shape: Shape) -> Callable[..., EvalResult]:
         def evaluate_fn(source, shp, *, acc, arch=None, **kw) -> EvalResult:
+            t0 = time.monotonic()  # the wait for its compile counts: on big CUTLASS kernels it is most of a step
             ahead.wait(source)
-            t0 = time.monotonic()
             res = seam.evaluate(source, tuple(shp), acc=acc, mode=cfg.mode, profile=cfg.profile)
             dt = time.monotonic() - t0
             if res.status not in ("no_gpu", "error"):  # the loop archives these; others are retried later

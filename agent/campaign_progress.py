@@ -1,5 +1,5 @@
 """A campaign's per-shape progress: live in a terminal (rich), plain lines otherwise (logs, CI, tests), with an ETA
-from the mean evaluation time."""
+from the mean wall time a candidate takes in its lane (the wait for its compile included)."""
 from __future__ import annotations
 
 import threading
@@ -102,7 +102,7 @@ class Progress:
         return f"{head} | tried {p.tried}/{p.budget} ok {p.ok} | best {best or '-'} | ETA {fmt_eta(self.eta())}"
 
     def eta(self) -> float | None:
-        """Seconds left for the whole campaign: remaining candidates × the mean evaluation time / lanes."""
+        """Seconds left for the whole campaign: remaining candidates × the mean time per candidate / lanes."""
         secs = [s for p in self.shapes.values() for s in p.eval_seconds]
         if not secs:
             return None

@@ -139,6 +139,32 @@ def campaign(tmp_path: Path, shapes, *, budget=6, delay=0.0, lanes=2, global_db=
     return cfg, summary, buf.getvalue()
 
 
+class SlowCompileSeam(ReplaySeam):
+    """Compiles take `compile_s` each (as a big CUTLASS kernel's do, against a few seconds to evaluate it)."""
+
+    def __init__(self, *a, compile_s: float = 0.0, **kw):
+        super().__init__(*a, **kw)
+        self.compile_s = compile_s
+
+    def compile(self, source: str) -> None:
+        time.sleep(self.compile_s)
+        super().compile(source)
+
+
+def test_eta_counts_the_wait_for_compiles(tmp_path):
+    """The first candidate of a step waits for its batch's compiles; the ETA printed after it counts that wait.
+    Measured evaluation time alone put a 4096^3 step of four 100 s CUTLASS compiles at "ETA 2s" (session 35)."""
+    import re
+
+    seam = SlowCompileSeam(tmp_path / "calls.jsonl", lanes=1, compile_s=1.0)
+    _, summary, out = campaign(tmp_path, [(64, 64, 64)], budget=4, seam=seam, confirm_top=0, final_repeats=1)
+    assert not summary["failures"], summary["failures"]
+    first = next(line for line in out.splitlines() if "[64x64x64] eval" in line)
+    assert "tried 1/4" in first, first
+    eta = int(re.search(r"ETA (\d+)s", first).group(1))
+    assert eta >= 3, first  # three candidates left, each costing at least the first one's 1 s compile wait
+
+
 def test_progress_archive_finals_and_global_seeding(tmp_path):
     from agent.archive import Archive
 
