@@ -21,6 +21,8 @@ HOPPER_OK = {"tile_m": 128, "tile_n": 256, "tile_k": 64, "cluster_m": 2, "cluste
              "b_operand": "col", "swap_ab": False, "acc": "fp32"}
 # split-K as a batch of K slices into fp32 partials, summed by a second kernel (skinny M, long K)
 RAW_OK = {"tile_m": 128, "tile_n": 256, "stages": 4, "group": 1, "acc": "fp32", "epi": "tma"}
+# tile_n=176 needs one of CuTe's extended wgmma atoms (n176), which the template enables for itself
+HOPPER_EXTENDED = dict(HOPPER_OK, tile_m=256, tile_n=176, cluster_m=1, swizzle=1)
 HOPPER_SLICED = dict(HOPPER_OK, tile_n=64, cluster_m=1, scheduler="batched", splits=4, raster="heuristic", swizzle=1,
                      swap_ab=True)
 
@@ -272,6 +274,24 @@ def test_batched_split_k_rules_and_render():
     assert "sum_slices" not in plain and "CUTLASS_ENABLE_GDC_FOR_SM90" not in plain
 
 
+def test_hopper_wgmma_enables_extended_wgmma_shapes_only_where_its_tile_needs_them():
+    """The harness no longer passes CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (~25 s of front end per CuTe file): a
+    tile_n whose widest standard atom is narrower than the tile defines it in the source, and no other does, so
+    the standard tiles keep their earlier source and so their archive identity."""
+    from agent.families.hopper_wgmma import needs_extended_wgmma
+
+    assert [n for n in hopper_wgmma.DOMAIN["tile_n"] if needs_extended_wgmma(n)] == [144, 160, 176]
+    macro = "#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED"
+    for n in hopper_wgmma.DOMAIN["tile_n"]:
+        src = hopper_wgmma.render(dict(HOPPER_OK, tile_n=n, cluster_m=1, swizzle=1))
+        assert (macro in src) == (n in (144, 160, 176)), n
+        if macro in src:  # before any include, or CuTe's selector has already been parsed without the shapes
+            assert src.index(macro) < src.index("#include")
+    from evaluator.compile import BASE_FLAGS
+
+    assert not any("EXTENDED_MMA" in f for f in BASE_FLAGS)
+
+
 def test_bad_params_are_rejected_with_a_reason():
     with pytest.raises(ValueError, match="unknown parameter"):
         small.render(dict(SMALL_OK, colour="red"))
@@ -290,6 +310,7 @@ def test_sample_of_each_family_compiles_with_nvcc():
     compile_mod = pytest.importorskip("evaluator.compile")
     jobs = [
         (hopper_wgmma.render(HOPPER_OK), "sm_90a"),
+        (hopper_wgmma.render(HOPPER_EXTENDED), "sm_90a"),
         (hopper_wgmma.render(dict(HOPPER_SLICED, pdl=True)), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, pdl=True)), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, tile_m=256, tile_n=176, stages=3, group=8, epi="direct")), "sm_90a"),
@@ -311,6 +332,10 @@ def test_sample_of_each_family_compiles_with_nvcc():
         assert info.ok, f"{arch}: {info.log[-3000:]}"
         assert info.so_path
         assert info.spill_stores == 0, f"{arch}: spills in {src[:200]}"
+    # one wgmma atom as wide as the tile, from the standard shapes and from the extended ones the template enables
+    # (the harness does not pass them: without the macro tile_n=176 would be built from n16 atoms)
+    for info, atom in zip(infos[:2], ("MMA_64x256x16_F32F16F16_SS", "MMA_64x176x16_F32F16F16_SS")):
+        assert any(atom in k.get("mangled", "") for k in info.kernels), [k.get("mangled", "")[:300] for k in info.kernels]
 
 
 @pytest.mark.gpu
@@ -337,8 +362,8 @@ def test_sample_of_each_family_compiles_with_nvcc():
     # 192 accumulators per consumer thread, swapped so that 192 covers M; M and N not multiples of the tile
     ("hopper_wgmma", dict(HOPPER_OK, tile_m=256, tile_n=192, swap_ab=True, cluster_m=1, swizzle=1, pdl=True),
      (1000, 520, 1024)),
-    # a tile_n between the powers of two (CUTLASS's selector builds it from 16-wide wgmma atoms), ragged on both sides
-    ("hopper_wgmma", dict(HOPPER_OK, tile_m=256, tile_n=176, cluster_m=1, swizzle=1), (1000, 1000, 1024)),
+    # a tile_n between the powers of two (an extended n176 wgmma atom), ragged on both sides
+    ("hopper_wgmma", HOPPER_EXTENDED, (1000, 1000, 1024)),
     # an explicit 128x128 epilogue sub-tile with an N-major B, one CTA per cluster
     ("hopper_wgmma", dict(HOPPER_OK, cluster_m=1, swizzle=1, b_operand="row", epi_n=128, pdl=True), (1000, 520, 1024)),
     # the hand-written kernel: TMA stores clipped at ragged M and N, K not a multiple of 64, several tiles per CTA

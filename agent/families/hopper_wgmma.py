@@ -169,9 +169,24 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
     return True, ""
 
 
+# CuTe's wgmma selector takes the widest atom whose N divides tile_n: from these without
+# CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED, from every multiple of 8 up to 256 with it.
+_STANDARD_WGMMA_N = (256, 192, 128, 96, 64, 32, 16, 8)
+
+
+def needs_extended_wgmma(tile_n: int) -> bool:
+    """Whether tile_n gets a narrower atom without the extended wgmma shapes (144 would run as nine n16 atoms).
+    The template then defines the macro itself: the shapes cost ~25 s of nvcc front end in every file that
+    includes CuTe, so the harness does not pass it, and an archived kernel must build the same in any harness."""
+    standard = next(n for n in _STANDARD_WGMMA_N if tile_n % n == 0)
+    extended = next(n for n in range(256, 0, -8) if tile_n % n == 0)
+    return extended != standard
+
+
 def render(params: dict[str, Any]) -> str:
-    return render_feasible("hopper_wgmma", TEMPLATE, validate(params), feasible, defaults=DEFAULTS,
-                           ws_floats=SLICE_WS_FLOATS)
+    p = validate(params)
+    return render_feasible("hopper_wgmma", TEMPLATE, p, feasible, defaults=DEFAULTS, ws_floats=SLICE_WS_FLOATS,
+                           extended_wgmma=needs_extended_wgmma({**DEFAULTS, **p}["tile_n"]))
 
 
 def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") -> list[dict[str, Any]]:
