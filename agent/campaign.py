@@ -432,7 +432,12 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
             if len(lead) < 2 or (last and {v.id for v in lead} <= {i for i, _ in last["figures"]}):
                 return  # nothing to play, or played already (a resumed run)
             first, rivals = lead[0], {str(v.id): v.read_source() for v in lead[1:]}
-            res = seam.evaluate(first.read_source(), shape, acc=acc, mode=cfg.mode, profile=cfg.profile,
+            players = [first.read_source(), *rivals.values()]
+            for src in players:  # built at once on the pool, not one after another in the worker: after a resume on
+                ahead.submit(src)  # another machine the cache is cold, and a CUTLASS leader takes 1-2 minutes
+            for src in players:
+                ahead.wait(src)
+            res = seam.evaluate(players[0], shape, acc=acc, mode=cfg.mode, profile=cfg.profile,
                                 rivals=rivals, rounds=TOURNAMENT_ROUNDS)
             if res.status in ("no_gpu", "error"):
                 return

@@ -429,6 +429,10 @@ def test_a_tournament_of_leaders_picks_the_winner_and_is_played_once(tmp_path):
     played = [r for r in recs if r["op"] == "tournament"]
     assert len(played) == 1 and played[0]["rounds"] == TOURNAMENT_ROUNDS
     assert played[0]["rivals"] == [str(v.id) for v in search[1:]]
+    # the players are sent to the build pool together right before it (a resume on a cold cache builds them at once)
+    before = recs[:recs.index(played[0]) - 1]  # up to the tournament's own "eval" record
+    last_search = max(i for i, r in enumerate(before) if r["op"] == "eval")
+    assert {r["hash"] for r in before[last_search + 1:] if r["op"] == "compile"} == {v.source_hash for v in ranked[:3]}
     finals = [r for r in recs if r["op"] == "eval" and r["mode"] == "server"]
     assert [r["hash"] for r in finals] == [ranked[0].source_hash]
     nodes = [json.loads(line) for line in (cfg.run_dir / "transcript.jsonl").open()]
