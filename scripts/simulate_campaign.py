@@ -38,19 +38,23 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 # Inputs when no --costs file is given. Where each came from:
-#  - eval_s: docs/benchmarks/evaluator.md section 2 (one NVIDIA H200, 2026-11-22): one quick evaluation after
-#    compile took 0.5-0.7 s for 21 of 24 shapes and 1.5-3.1 s for the three largest; the simulation draws 7/8 of
-#    the evaluations from the first range and 1/8 from the second.
-#  - compile_s: `simulate_campaign.py measure` on the development machine (2 cores, nvcc 13.0.88), 2026-11-22, in
-#    CPU seconds of nvcc (the machine was shared, so wall times were up to 2x longer): the plain CUDA kernels
-#    (tests/kernels/*.cu, the `small` family) 3.7-8.9 s; one CuTe kernel (ampere_cute) 141.7 s and one CUTLASS 3.x
-#    kernel (hopper_wgmma) 147.8 s. The share of CuTe/CUTLASS candidates (cute_fraction) is an assumption: the
+#  - eval_s: run 37 of the built-in policy (docs/benchmarks/builtin_policy_fp32.md, H200s, 2026-11-25): a shape's
+#    GPU seconds over its 21 evaluations (12 candidates, 3 second measurements, 6 finals), every check, baseline
+#    and baseline autotuning included: 1.9-10.2 s for the 16 shapes under 2^36 FLOP, 6.9-27.5 s for the 8 above,
+#    so a third of the shapes draw from the second range (the dev sample's share). The 2026-11-22 figures
+#    (0.5-3.1 s, docs/benchmarks/evaluator.md section 2) timed one evaluation without its baselines' autotuning.
+#  - compile_s: `simulate_campaign.py measure --serial-only` on the development machine (2 cores, nvcc 13.0.88,
+#    otherwise idle), 2026-11-25, in CPU seconds of nvcc: the plain CUDA kernels (tests/kernels/*.cu, the `small`
+#    and `hopper_raw` families) 1.3-2.9 s; one CuTe kernel (ampere_cute) 25.1 s and one CUTLASS 3.x kernel
+#    (hopper_wgmma, 128x128) 28.8 s. hopper_wgmma's tiles 144/160/176 need CuTe's extended wgmma shapes and take
+#    ~55 s; the range leaves them out. The 2026-11-22 figures (141.7 and 147.8 s) were taken on a loaded machine
+#    with those shapes in every build. The share of CuTe/CUTLASS candidates (cute_fraction) is an assumption: the
 #    built-in policy uses the `small` family only for tiny and skinny shapes.
 #  - llm_s: an assumption, not a measurement: one call to a hosted model that writes 4 kernels of ~300 lines
 #    (~12k output tokens) at ~100 tokens/s is ~2 minutes; a local fine-tuned model behind vLLM is ~30 s.
 DEFAULT_COSTS = {
-    "eval_s": {"small_shapes": [0.5, 0.7], "large_shapes": [1.5, 3.1], "large_fraction": 0.125},
-    "compile_s": {"plain": [3.7, 8.9], "cute": [141.7, 147.8], "cute_fraction": 0.75},
+    "eval_s": {"small_shapes": [1.9, 10.2], "large_shapes": [6.9, 27.5], "large_fraction": 0.33},
+    "compile_s": {"plain": [1.3, 2.9], "cute": [25.1, 28.8], "cute_fraction": 0.75},
     "llm_s": {"builtin": [0.05, 0.2], "local_vllm": [20.0, 40.0], "hosted": [90.0, 150.0]},
     "source": "defaults in scripts/simulate_campaign.py (see docs/distributed.md)",
 }
@@ -161,8 +165,9 @@ class Scenario:
 
 
 def driver_end_evals() -> int:
-    """What agent.campaign evaluates once a shape's search ends, by default: its leaders once more (confirm_top),
-    then the winner in each final mode, final_repeats times."""
+    """What agent.campaign evaluates once a shape's search ends, by default: its leaders once more (a tournament of
+    confirm_top kernels in one evaluation, counted as confirm_top evaluations), then the winner in each final mode,
+    final_repeats times."""
     from agent.campaign import FINAL_MODES, CampaignConfig
 
     return CampaignConfig.confirm_top + len(FINAL_MODES) * CampaignConfig.final_repeats

@@ -114,7 +114,11 @@ def test_simulation_shows_the_bottleneck_moving():
     sys.path.insert(0, str(REPO / "scripts"))
     import simulate_campaign as sim
 
-    costs = sim.DEFAULT_COSTS
+    # The mechanics, on costs where builds outweigh evaluations (the 2026-11-22 estimates: 0.5-3.1 s evaluations,
+    # ~145 CPU s CuTe builds), so that each resource can be made the bottleneck in turn.
+    costs = {**sim.DEFAULT_COSTS,
+             "eval_s": {"small_shapes": [0.5, 0.7], "large_shapes": [1.5, 3.1], "large_fraction": 0.125},
+             "compile_s": {"plain": [3.7, 8.9], "cute": [141.7, 147.8], "cute_fraction": 0.75}}
     today = sim.simulate(sim.Scenario(8, llm="builtin"), costs)  # 2 lanes per GPU, as agent.campaign runs
     wide = sim.simulate(sim.Scenario(8, llm="builtin", lanes_per_gpu=64, compile_slots=8 * 256), costs)
     starved = sim.simulate(sim.Scenario(8, llm="builtin", lanes_per_gpu=8, compile_slots=8 * 2), costs)
@@ -129,6 +133,9 @@ def test_simulation_shows_the_bottleneck_moving():
     # Four times the GPUs: shorter, but not four times (31 shapes per GPU; each shape is a chain of builds).
     wide32 = sim.simulate(sim.Scenario(32, llm="builtin", lanes_per_gpu=16, compile_slots=32 * 256), costs)
     assert wide.wall_s / 4 < wide32.wall_s < wide.wall_s / 1.4 and wide32.bottleneck != "gpu"
+    # With the measured costs (run 37's evaluations, 25-29 CPU s builds) the GPUs are the bottleneck from the start.
+    measured = sim.simulate(sim.Scenario(8, llm="builtin"), sim.DEFAULT_COSTS)
+    assert measured.bottleneck == "gpu" and measured.busy["compile"] < 0.5
     out = subprocess.run([sys.executable, "scripts/simulate_campaign.py", "simulate", "--gpus", "8", "--shapes", "50",
                           "--markdown"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
