@@ -329,7 +329,8 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
                  retrieve_fn: Callable | None = None, model_public: dict | None = None, console=None,
                  live: bool | None = None) -> dict[str, Any]:
     """Run or resume the campaign; returns a summary (per-shape outcomes, failures)."""
-    from agent.archive import Archive
+    from agent.archive import Archive, source_hash
+    from agent.families import current_source
     from agent.graph import MAX_FAILED_STEPS, run_shape
     from agent.transcript import Transcript
 
@@ -386,8 +387,8 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
             picks.append(own)
         picks += gdb.neighbours(gpu, acc, shape, k=2)
         for v in picks[:3]:
-            src = v.read_source()
-            if archive.find_by_hash(gpu, acc, shape, v.source_hash) is not None:
+            src = current_source(v.family, v.params, v.read_source())  # an older archive's kernel, today's build
+            if archive.find_by_hash(gpu, acc, shape, source_hash(src)) is not None:
                 continue
             ahead.submit(src)
             res = evaluate_for(shape)(src, shape, acc=acc)

@@ -292,6 +292,21 @@ def test_hopper_wgmma_enables_extended_wgmma_shapes_only_where_its_tile_needs_th
     assert not any("EXTENDED_MMA" in f for f in BASE_FLAGS)
 
 
+def test_an_archived_family_kernel_is_rebuilt_from_todays_template():
+    """Sources archived before the template defined the extended shapes come back with the definition (seeding
+    from a global archive evaluates them again); standard tiles come back unchanged, and kernels of no family,
+    or with params the family refuses, keep their stored source."""
+    from agent.families import current_source
+
+    new = hopper_wgmma.render(HOPPER_EXTENDED)
+    old = "\n".join(ln for ln in new.splitlines() if "EXTENDED_MMA" not in ln and "extended wgmma" not in ln)
+    assert old != new and current_source("hopper_wgmma", HOPPER_EXTENDED, old) == new
+    std = hopper_wgmma.render(HOPPER_OK)
+    assert current_source("hopper_wgmma", HOPPER_OK, std) == std
+    assert current_source(None, None, "// a model's kernel") == "// a model's kernel"
+    assert current_source("hopper_wgmma", dict(HOPPER_OK, tile_n=168), old) == old
+
+
 def test_bad_params_are_rejected_with_a_reason():
     with pytest.raises(ValueError, match="unknown parameter"):
         small.render(dict(SMALL_OK, colour="red"))

@@ -35,6 +35,19 @@ def render(family: str, params: dict[str, Any], shape: tuple[int, int, int] | No
     return mod.render(params)
 
 
+def current_source(family: str | None, params: dict[str, Any] | None, stored: str) -> str:
+    """A family kernel as today's template writes it. A config renders the same source across template versions
+    unless the template took over something the harness used to supply: hopper_wgmma's tiles 144/160/176 now
+    define CuTe's extended wgmma shapes themselves, and their older sources would build with narrower atoms.
+    Kernels of no family (a model's own) and configs the family no longer takes keep their stored source."""
+    if family not in FAMILY_NAMES or not params:
+        return stored
+    try:
+        return get(family).render(params)
+    except ValueError:
+        return stored
+
+
 def full_params(family: str, params: dict[str, Any]) -> dict[str, Any]:
     """Every knob spelled out: the canonical params leave out knobs at their default (a family's DEFAULTS)."""
     return {**getattr(get(family), "DEFAULTS", {}), **params}
