@@ -186,7 +186,7 @@ def needs_extended_wgmma(tile_n: int) -> bool:
 def render(params: dict[str, Any]) -> str:
     p = validate(params)
     return render_feasible("hopper_wgmma", TEMPLATE, p, feasible, defaults=DEFAULTS, ws_floats=SLICE_WS_FLOATS,
-                           extended_wgmma=needs_extended_wgmma({**DEFAULTS, **p}["tile_n"]))
+                           extended_wgmma=needs_extended_wgmma(p["tile_n"]))
 
 
 def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") -> list[dict[str, Any]]:
