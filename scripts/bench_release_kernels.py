@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""Time the CUDA-L2 release's kernels in this project's evaluator, the way our own candidates are timed (GPU machine).
+
+    python3 scripts/bench_release_kernels.py --release CUDA_L2_CHECKOUT --shapes docs/benchmarks/dev_sample.txt \
+        --out DIR [--set h100_F32F16F16F32] [--modes offline,server] [--ours TABLE.md] [--compile-only]
+
+For each shape, `kernels/<set>/<M>_<N>_<K>.cu` of the user's checkout of github.com/deepreinforce-ai/CUDA-L2 is brought
+into the kernel contract (scripts/release_adapter.py says what it rewrites), built with the evaluator's flags, and
+evaluated in the accumulation class its set's name claims (F32F16F16F32: fp32), quick profile, every check, against
+cuBLASLt-AutoTuning measured interleaved in the same worker process. A kernel refused for accuracy in that class
+(it accumulates in fp16) is evaluated again in the fp16 class, against fp16-accumulating baselines, so its speed is
+on record too, in its own column. A file the adapter or the evaluator's screen refuses is listed with the reason.
+
+DIR/release_<set>.json keeps every evaluation and is read back on a re-run (what is there is not measured again,
+so a run can be spread over device calls; --budget-s stops starting evaluations after that many seconds);
+DIR/release_<set>.md is the table. --ours adds a column read from one of our benchmark tables (its "speedup vs
+AutoTuning-max" column): a different evaluation on possibly another GPU, not a head-to-head in the same rounds.
+The release's text is read at run time and never written to DIR.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import math
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+from agent.shapes import load_shapes  # noqa: E402
+from release_adapter import NotAdaptable, adapt  # noqa: E402
+
+BASELINE = "cublaslt-autotune-max"
+ACCURACY_CHECKS = {"baseline_bounded_deviation", "accumulator_honesty"}
+
+
+def claimed_acc(kernel_set: str) -> str:
+    """The release names a set <gpu>_<C><A><B><Acc>: F32F16F16F32 accumulates in fp32, F16F16F16F16 in fp16."""
+    m = re.search(r"_F(16|32)F16F16F(16|32)$", kernel_set)
+    if not m:
+        raise ValueError(f"cannot tell the accumulator from the set name {kernel_set!r} (expected e.g. h100_F32F16F16F32)")
+    return "fp32" if m.group(1) == "32" else "fp16"
+
+
+def prepare(release: Path, kernel_set: str, shapes: list) -> list[dict]:
+    """Per shape: the adapted source, or why there is none."""
+    from evaluator.screen import screen
+
+    rows = []
+    for s in shapes:
+        m, n, k = s
+        row = {"shape": [m, n, k], "file": f"kernels/{kernel_set}/{m}_{n}_{k}.cu"}
+        path = release / row["file"]
+        if not path.is_file():
+            row["refused"] = "the release has no kernel for this shape"
+        else:
+            try:
+                a = adapt(path.read_text(), (m, n, k))
+            except NotAdaptable as e:
+                row["refused"] = f"adapter: {e}"
+            else:
+                reasons = screen(a.source)
+                row.update(rewrites=a.rewrites, entry=a.entry)
+                if reasons:
+                    row["refused"] = "screen: " + "; ".join(reasons[:3])
+                else:
+                    row["source"] = a.source
+        rows.append(row)
+    return rows
+
+
+def release_claims(release: Path, kernel_set: str, mode: str) -> dict[tuple, float]:
+    """The release's own speedups against cuBLASLt-AutoTuning-max in `mode` (its eval_results/), if it ships them."""
+    p = release / "eval_results" / f"cuda_l2_{kernel_set}_speedup_{mode}.csv"
+    if not p.is_file():
+        return {}
+    with p.open() as f:
+        return {tuple(int(x) for x in r["mnk"].split("_")): float(r["cuBLASLt-auto-tuning-max"])
+                for r in csv.DictReader(f) if r.get("cuBLASLt-auto-tuning-max")}
+
+
+def ours_from_table(path: Path) -> dict[tuple, float]:
+    """Our figures from a committed benchmark table: its first per-shape table's speedup column."""
+    out: dict[tuple, float] = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("## ") and out:
+            break  # the first section (offline) only
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) > 3 and all(c.isdigit() for c in cells[:3]):
+            try:
+                out[tuple(int(c) for c in cells[:3])] = float(cells[3])
+            except ValueError:
+                pass
+    return out
+
+
+def _failed(res) -> list[str]:
+    return [c.name for c in res.checks if not c.passed]
+
+
+def evaluate_rows(rows: list[dict], done: dict, acc: str, modes: list[str], budget_s: float, save) -> None:
+    from evaluator import record as R
+    from evaluator.api import evaluate
+
+    started = time.monotonic()
+    for mode in modes:
+        for row in rows:
+            if "source" not in row or not row.get("built"):
+                continue
+            key = f"{row['shape'][0]}x{row['shape'][1]}x{row['shape'][2]}/{mode}"
+            if key in done:
+                continue
+            if time.monotonic() - started > budget_s:
+                print(f"budget of {budget_s:g} s spent; re-run to go on", flush=True)
+                return
+            res = evaluate(row["source"], tuple(row["shape"]), acc=acc, mode=mode)
+            entry = {"claimed": _summary(res, acc)}
+            failed = _failed(res)
+            if acc == "fp32" and res.status == R.INCORRECT and failed and set(failed) <= ACCURACY_CHECKS:
+                entry["fp16_class"] = _summary(evaluate(row["source"], tuple(row["shape"]), acc="fp16", mode=mode),
+                                               "fp16")
+            done[key] = entry
+            print(key, json.dumps({k: (v["status"], v["speedup"]) for k, v in entry.items()}), flush=True)
+            save()
+
+
+def _summary(res, acc: str) -> dict:
+    return {"acc": acc, "status": res.status, "reason": res.reason[:400], "failed_checks": _failed(res),
+            "speedup": res.speedup(BASELINE) if res.ok else None,
+            "speedup_median": res.speedup(BASELINE, "median") if res.ok else None,
+            "gpu": {k: res.gpu.get(k) for k in ("name", "gpu_uuid", "sm_clock_mhz", "power_w") if k in res.gpu},
+            "max_abs_diff": res.max_abs_diff()}
+
+
+def _fmt(x) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def _geomean(xs: list) -> float | None:
+    xs = [x for x in xs if x]
+    return math.exp(statistics.fmean(math.log(x) for x in xs)) if xs else None
+
+
+def table(rows: list[dict], done: dict, meta: dict, claims: dict[str, dict], ours: dict) -> str:
+    """`claims`: mode -> the release's own figures; `ours`: our figures (offline) from one of our tables."""
+    lines = [f"# The CUDA-L2 release's `{meta['set']}` kernels in this project's evaluator", "",
+             f"- device: {meta['device']}; date: {meta['date']}; shapes: `{meta['shapes']}`; release commit "
+             f"`{meta['release_commit']}`",
+             f"- each kernel adapted to the contract (scripts/release_adapter.py: torch stand-in, launches on the "
+             f"caller's stream, no per-call device synchronise or cudaMalloc/cudaFree), evaluated once per mode in "
+             f"the {meta['acc']} class with every check, against {BASELINE} interleaved in the same process",
+             f"- command: `{meta['command']}`", ""]
+    for mode in meta["modes"]:
+        mode_claims = claims.get(mode, {})
+        mode_ours = ours if mode == "offline" else {}
+        claim_col = " | release's own figure (its harness)" if mode_claims else ""
+        ours_col = f" | ours ({meta['ours']})" if mode_ours else ""
+        lines += [f"## {mode}", "",
+                  f"| M | N | K | {meta['acc']} class | fp16 class | status / reason{claim_col}{ours_col} |",
+                  "|---|---|---|---|---|---" + ("|---" if mode_claims else "") + ("|---" if mode_ours else "") + "|"]
+        counted = []
+        for row in rows:
+            sh = tuple(row["shape"])
+            e = done.get(f"{sh[0]}x{sh[1]}x{sh[2]}/{mode}")
+            if e:
+                c, h = e["claimed"], e.get("fp16_class")
+                note = "ok" if c["status"] == "ok" else f"{c['status']}: {', '.join(c['failed_checks']) or c['reason'][:120]}"
+                cells = [_fmt(c["speedup"]), _fmt(h["speedup"]) if h else "–", note]
+                counted.append(c["speedup"])
+            else:
+                cells = ["–", "–", row.get("refused") or ("build failed: " + row.get("build_log", "")[:120]
+                                                         if row.get("built") is False else "not measured")]
+                counted.append(None)
+            if mode_claims:
+                cells.append(_fmt(mode_claims.get(sh)))
+            if mode_ours:
+                cells.append(_fmt(mode_ours.get(sh)))
+            lines.append(f"| {sh[0]} | {sh[1]} | {sh[2]} | " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+        timed = [x for x in counted if x is not None]
+        lines += ["", f"{meta['acc']} class: {len(timed)} of {len(rows)} shapes timed, {sum(x > 1 for x in timed)} "
+                      f"above 1.0, geomean over the timed ones {_fmt(_geomean(timed))}; counting every shape "
+                      f"without a timed {meta['acc']} kernel as lost: win rate "
+                      f"{sum(x > 1 for x in timed)}/{len(rows)}", ""]
+        if mode_ours:
+            both = [(x, ours[tuple(r["shape"])]) for x, r in zip(counted, rows) if x and tuple(r["shape"]) in ours]
+            if both:
+                lines += [f"On the {len(both)} shapes timed here and in ours: release geomean "
+                          f"{_fmt(_geomean([a for a, _ in both]))}, ours {_fmt(_geomean([b for _, b in both]))}.", ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--release", required=True, type=Path, help="a checkout of deepreinforce-ai/CUDA-L2")
+    ap.add_argument("--set", default="h100_F32F16F16F32", help="the folder under kernels/")
+    ap.add_argument("--shapes", required=True)
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--modes", default="offline,server")
+    ap.add_argument("--ours", type=Path, help="one of our benchmark tables, for a side column")
+    ap.add_argument("--compile-only", action="store_true", help="adapt and build only (no GPU needed)")
+    ap.add_argument("--arch", default=None, help="default: this machine's GPU (sm_90a with --compile-only)")
+    ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("--budget-s", type=float, default=float("inf"))
+    ap.add_argument("--release-commit", help="the release's commit, where --release is not a git checkout")
+    a = ap.parse_args()
+    if not (a.release / "kernels" / a.set).is_dir():
+        ap.error(f"{a.release / 'kernels' / a.set} is not a folder: --release must be a CUDA-L2 checkout")
+    acc = claimed_acc(a.set)
+    modes = [m for m in a.modes.split(",") if m]
+    from evaluator.compile import compile_many
+    from evaluator.contract import MODES
+
+    if bad := [m for m in modes if m not in MODES]:
+        ap.error(f"unknown mode(s) {bad}; choose from {MODES}")
+    rows = prepare(a.release, a.set, load_shapes(a.shapes))
+    todo = [r for r in rows if "source" in r]
+    arch = a.arch or ("sm_90a" if a.compile_only else None)
+    t0 = time.monotonic()
+    for r, info in zip(todo, compile_many([r["source"] for r in todo], arch, jobs=a.jobs)):
+        r["built"], r["build_seconds"] = info.ok, round(info.build_seconds, 1)
+        if not info.ok:
+            r["build_log"] = info.log[-600:]
+    print(f"adapted {len(todo)} of {len(rows)}; built {sum(r['built'] for r in todo)} in "
+          f"{time.monotonic() - t0:.0f} s", flush=True)
+    for r in rows:
+        print(" ", r["shape"], "built" if r.get("built") else r.get("refused") or r.get("build_log", "")[-300:])
+    if a.compile_only:
+        return 0 if all(r.get("built") for r in todo) else 1
+    a.out.mkdir(parents=True, exist_ok=True)
+    jpath = a.out / f"release_{a.set}.json"
+    saved = json.loads(jpath.read_text()) if jpath.is_file() else {}
+    done = saved.get("evaluations", {})
+    meta = {"set": a.set, "acc": acc, "modes": modes, "shapes": a.shapes, "date": datetime.date.today().isoformat(),
+            "command": "python3 scripts/bench_release_kernels.py " + " ".join(sys.argv[1:]),
+            "release_commit": a.release_commit or _git_head(a.release), "ours": str(a.ours) if a.ours else None}
+
+    def save():
+        devices = sorted({f"{v['gpu'].get('name')} ({str(v['gpu'].get('gpu_uuid', ''))[:12]})"
+                          for e in done.values() for v in e.values() if v.get("gpu")})
+        meta["device"] = ", ".join(devices) or "none"
+        jpath.write_text(json.dumps({"meta": meta, "evaluations": done,
+                                     "kernels": [{k: v for k, v in r.items() if k != "source"} for r in rows]},
+                                    indent=1))
+        (a.out / f"release_{a.set}.md").write_text(
+            table(rows, done, meta, {m: release_claims(a.release, a.set, m) for m in modes},
+                  ours_from_table(a.ours) if a.ours else {}))
+
+    evaluate_rows(rows, done, acc, modes, a.budget_s, save)
+    save()
+    print(f"wrote {jpath} and its .md")
+    return 0
+
+
+def _git_head(repo: Path) -> str:
+    import subprocess
+
+    r = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return r.stdout.strip() or "unknown (not a git checkout)"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
