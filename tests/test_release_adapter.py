@@ -70,6 +70,8 @@ def test_the_adapted_fixture_passes_the_screen_and_builds_for_sm90a():
     assert screen(a.source) == []
     info = compile_kernel(a.source, "sm_90a")
     assert info.ok, info.log[-2000:]
+    info16 = compile_kernel(ra.adapt(fp16_variant(), (128, 64, 96)).source, "sm_90a")
+    assert info16.ok, info16.log[-2000:]
 
 
 def test_what_breaks_the_contract_stays_visible_to_the_screen():

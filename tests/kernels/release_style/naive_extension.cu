@@ -1,7 +1,7 @@
 // A test fixture written for this project: a naive HGEMM in the form of a PyTorch extension entry point, the form
 // the CUDA-L2 release's kernels take (torch::Tensor arguments, launches on the legacy default stream, a device
 // synchronise after the call). ACC_T picks the accumulator, so one file gives an honest kernel and one that
-// accumulates in fp16.
+// accumulates in fp16 the way a tensor core does (16 products summed wide, then added to the accumulator with one rounding).
 #include <iostream>
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -22,7 +22,11 @@ __global__ void naive_kernel(const half* a, const half* b_col, half* c, int M, i
   int row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;
   if (row >= M || col >= N) return;
   ACC_T acc = ACC_T(0);
-  for (int k = 0; k < K; ++k) acc += ACC_T(__half2float(a[row * K + k]) * __half2float(b_col[col * K + k]));
+  for (int k0 = 0; k0 < K; k0 += 16) {
+    float part = 0.f;
+    for (int k = k0; k < K && k < k0 + 16; ++k) part += __half2float(a[row * K + k]) * __half2float(b_col[col * K + k]);
+    acc = ACC_T(float(acc) + part);  // one rounding per 16 products, as in an fp16-accumulating MMA
+  }
   c[row * N + col] = __float2half(float(acc));
 }
 
