@@ -68,8 +68,9 @@ def prepare(release: Path, kernel_set: str, shapes: list) -> list[dict]:
             else:
                 reasons = screen(a.source)
                 row.update(rewrites=a.rewrites, entry=a.entry)
-                if reasons:
-                    row["refused"] = "screen: " + "; ".join(reasons[:3])
+                if reasons:  # the table shows the first, the JSON keeps them all
+                    row["screen_reasons"] = reasons
+                    row["refused"] = f"screen: {reasons[0]}" + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else "")
                 else:
                     row["source"] = a.source
         rows.append(row)
@@ -208,12 +209,26 @@ def main() -> int:
     ap.add_argument("--arch", default=None, help="default: this machine's GPU (sm_90a with --compile-only)")
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--budget-s", type=float, default=float("inf"))
+    ap.add_argument("--report-only", action="store_true",
+                    help="rewrite DIR's table from its JSON with this script's table code (no build, no GPU)")
     ap.add_argument("--release-commit", help="the release's commit, where --release is not a git checkout")
     a = ap.parse_args()
     if not (a.release / "kernels" / a.set).is_dir():
         ap.error(f"{a.release / 'kernels' / a.set} is not a folder: --release must be a CUDA-L2 checkout")
     acc = claimed_acc(a.set)
     modes = [m for m in a.modes.split(",") if m]
+    if a.report_only:
+        jpath = a.out / f"release_{a.set}.json"
+        if not jpath.is_file():
+            ap.error(f"{jpath} does not exist: nothing to report")
+        saved = json.loads(jpath.read_text())
+        meta = saved["meta"]
+        ours = ours_from_table(Path(meta["ours"])) if meta.get("ours") else {}
+        (a.out / f"release_{a.set}.md").write_text(
+            table(saved["kernels"], saved["evaluations"], meta,
+                  {m: release_claims(a.release, a.set, m) for m in meta["modes"]}, ours))
+        print(f"wrote {a.out / f'release_{a.set}.md'}")
+        return 0
     from evaluator.compile import compile_many
     from evaluator.contract import MODES
 
