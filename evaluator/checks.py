@@ -303,9 +303,10 @@ class Checker:
                  tries=attempt)
 
     def timed_output(self, ops: OperandSet, ref: Reference, reps: int, cand=None,
-                     label: str = "timed_output_correct") -> None:
+                     label: str = "timed_output_correct", record: bool = True) -> CheckOutcome:
         """After timing: the output of a timed batch must still be right (no skipping work on repeat calls). `cand`:
-        another kernel timed in the same rounds (a rival), checked the same way under its own label."""
+        another kernel timed in the same rounds (a rival), checked the same way under its own label. `record=False`
+        returns the verdict without adding it to `self.checks` (a rival's verdict is not the candidate's)."""
         ref.compute(ops)
         devs = self.baseline_devs(ops, ref)  # the bound of these very inputs: max deviation varies per draw
         ops.poison_output()
@@ -316,6 +317,9 @@ class Checker:
         else:  # no baseline ran on these inputs: only a non-finite output can be judged
             ok, detail, mets = True, f"max |C - ref| = {r['max_abs_diff']:.6g}, no baseline to compare", {
                 "max_abs_diff": r["max_abs_diff"], "rounding_floor": rounding_floor(r["max_abs_ref"])}
-        self.add(label, ok and r["nonfinite"] == 0,
-                 f"after a timed batch of {reps}: {detail}, {r['nonfinite']} non-finite",
-                 nonfinite=r["nonfinite"], **mets)
+        outcome = CheckOutcome(name=label, passed=bool(ok and r["nonfinite"] == 0),
+                               detail=f"after a timed batch of {reps}: {detail}, {r['nonfinite']} non-finite",
+                               metrics={"nonfinite": r["nonfinite"], **mets})
+        if record:
+            self.checks.append(outcome)
+        return outcome

@@ -103,27 +103,22 @@ class Worker:
             self.nat.release_callables()
 
     def evaluate(self, req: dict) -> dict:
-        from evaluator.baselines import NativeCallable
         from evaluator.buffers import OperandSet
         from evaluator.checks import Checker, CudaFault, Unsupported
         from evaluator.timing import measure, summarise
 
         t_start = time.perf_counter()
         seed = int(req.get("seed", random.SystemRandom().randrange(1 << 40)))
-        lib = ctypes.CDLL(req["so_path"])
-        fn = ctypes.cast(lib.hgemm, ctypes.c_void_p).value
         shape, acc16, prof, ops, ref, base = self._setup(req)
-        cand = NativeCallable(self.nat, "candidate", self.nat.register_candidate(fn, *shape))
-        # Rivals: kernels that passed every check in an earlier evaluation, timed round by round beside this one on
-        # the same clock (a tournament of leaders); only their timed output is checked again here.
-        rivals = {}
-        for name, so in (req.get("rivals") or {}).items():
-            rlib = ctypes.CDLL(so)
-            rfn = ctypes.cast(rlib.hgemm, ctypes.c_void_p).value
-            rivals[RIVAL + name] = NativeCallable(self.nat, RIVAL + name, self.nat.register_candidate(rfn, *shape))
-        checker = Checker(self.nat, cand, base, shape, acc16, seed, prof.draws, self.progress)
-        result: dict = {"gpu": self.gpu_facts(), "seed": seed}
+        libs: list = []  # the loaded libraries stay referenced while their kernels can still be called
         try:
+            cand = self._load_callable(req["so_path"], "candidate", shape, libs)
+            # Rivals: kernels that passed every check in an earlier evaluation, timed round by round beside this one
+            # on the same clock (a tournament of leaders); only their timed output is checked again here.
+            rivals = {RIVAL + name: self._load_callable(so, RIVAL + name, shape, libs)
+                      for name, so in (req.get("rivals") or {}).items()}
+            checker = Checker(self.nat, cand, base, shape, acc16, seed, prof.draws, self.progress)
+            result: dict = {"gpu": self.gpu_facts(), "seed": seed}
             ops.free()  # the checks use operand sets at fresh addresses
             phases = req.get("phases", ["checks", "timing"])
             try:
@@ -154,9 +149,8 @@ class Worker:
                                       random.Random(seed), self.progress)
                 checker.timed_output(ops, ref, meta["reps"]["candidate"])
                 refused = {}
-                for name, rc in rivals.items():  # a rival's verdict is its own: it leaves the candidate's checks
-                    checker.timed_output(ops, ref, meta["reps"][name], cand=rc, label=name)
-                    verdict = checker.checks.pop()
+                for name, rc in rivals.items():  # a rival's verdict is its own, not one of the candidate's checks
+                    verdict = checker.timed_output(ops, ref, meta["reps"][name], cand=rc, label=name, record=False)
                     if not verdict.passed:
                         refused[name] = verdict.detail
             except Exception as e:  # a fault while timing is still the candidate's fault
@@ -184,6 +178,16 @@ class Worker:
             ops.free()
             ref.free()
             self.nat.release_callables()
+
+    def _load_callable(self, so_path: str, name: str, shape: tuple[int, int, int], libs: list):
+        """The `hgemm` of a kernel library, registered for `shape`; the library handle is appended to `libs`, which
+        the caller keeps until its callables are released."""
+        from evaluator.baselines import NativeCallable
+
+        lib = ctypes.CDLL(so_path)
+        libs.append(lib)
+        fn = ctypes.cast(lib.hgemm, ctypes.c_void_p).value
+        return NativeCallable(self.nat, name, self.nat.register_candidate(fn, *shape))
 
 
 def _asdict(t) -> dict:
