@@ -2,7 +2,7 @@
 """Time the CUDA-L2 release's kernels in this project's evaluator, the way our own candidates are timed (GPU machine).
 
     python3 scripts/bench_release_kernels.py --release CUDA_L2_CHECKOUT --shapes docs/benchmarks/dev_sample.txt \
-        --out DIR [--set h100_F32F16F16F32] [--modes offline,server] [--ours TABLE.md] [--compile-only]
+        --out DIR [--set h100_F32F16F16F32] [--modes offline,server] [--repeats 3] [--ours TABLE.md] [--compile-only]
 
 For each shape, `kernels/<set>/<M>_<N>_<K>.cu` of the user's checkout of github.com/deepreinforce-ai/CUDA-L2 is brought
 into the kernel contract (scripts/release_adapter.py says what it rewrites), built with the evaluator's flags, and
@@ -11,9 +11,10 @@ cuBLASLt-AutoTuning measured interleaved in the same worker process. A kernel re
 (it accumulates in fp16) is evaluated again in the fp16 class, against fp16-accumulating baselines, so its speed is
 on record too, in its own column. A file the adapter or the evaluator's screen refuses is listed with the reason.
 
-DIR/release_<set>.json keeps every evaluation and is read back on a re-run (what is there is not measured again,
-so a run can be spread over device calls; --budget-s stops starting evaluations after that many seconds);
-DIR/release_<set>.md is the table. --ours adds a column read from one of our benchmark tables (its "speedup vs
+DIR/release_<set>.json keeps every evaluation and is read back on a re-run: a shape and mode is evaluated until it
+holds --repeats separate evaluations, so a run can be spread over device calls and machines (--budget-s stops
+starting evaluations after that many seconds); DIR/release_<set>.md is the table, each cell the median of its
+evaluations. --ours adds a column read from one of our benchmark tables (its "speedup vs
 AutoTuning-max" column): a different evaluation on possibly another GPU, not a head-to-head in the same rounds.
 The release's text is read at run time and never written to DIR.
 """
@@ -106,30 +107,34 @@ def _failed(res) -> list[str]:
     return [c.name for c in res.checks if not c.passed]
 
 
-def evaluate_rows(rows: list[dict], done: dict, acc: str, modes: list[str], budget_s: float, save) -> None:
+def evaluate_rows(rows: list[dict], done: dict, acc: str, modes: list[str], budget_s: float, save,
+                  repeats: int = 1) -> None:
+    """Appends to done["<M>x<N>x<K>/<mode>"] until each holds `repeats` evaluations, one set of all shapes at a time
+    (so that the sets' readings of one shape are minutes apart, as separate evaluations should be)."""
     from evaluator import record as R
     from evaluator.api import evaluate
 
     started = time.monotonic()
-    for mode in modes:
-        for row in rows:
-            if "source" not in row or not row.get("built"):
-                continue
-            key = f"{row['shape'][0]}x{row['shape'][1]}x{row['shape'][2]}/{mode}"
-            if key in done:
-                continue
-            if time.monotonic() - started > budget_s:
-                print(f"budget of {budget_s:g} s spent; re-run to go on", flush=True)
-                return
-            res = evaluate(row["source"], tuple(row["shape"]), acc=acc, mode=mode)
-            entry = {"claimed": _summary(res, acc)}
-            failed = _failed(res)
-            if acc == "fp32" and res.status == R.INCORRECT and failed and set(failed) <= ACCURACY_CHECKS:
-                entry["fp16_class"] = _summary(evaluate(row["source"], tuple(row["shape"]), acc="fp16", mode=mode),
-                                               "fp16")
-            done[key] = entry
-            print(key, json.dumps({k: (v["status"], v["speedup"]) for k, v in entry.items()}), flush=True)
-            save()
+    for rep in range(repeats):
+        for mode in modes:
+            for row in rows:
+                if "source" not in row or not row.get("built"):
+                    continue
+                key = f"{row['shape'][0]}x{row['shape'][1]}x{row['shape'][2]}/{mode}"
+                if len(done.get(key, [])) > rep:
+                    continue
+                if time.monotonic() - started > budget_s:
+                    print(f"budget of {budget_s:g} s spent; re-run to go on", flush=True)
+                    return
+                res = evaluate(row["source"], tuple(row["shape"]), acc=acc, mode=mode)
+                entry = {"claimed": _summary(res, acc)}
+                failed = _failed(res)
+                if acc == "fp32" and res.status == R.INCORRECT and failed and set(failed) <= ACCURACY_CHECKS:
+                    entry["fp16_class"] = _summary(evaluate(row["source"], tuple(row["shape"]), acc="fp16",
+                                                            mode=mode), "fp16")
+                done.setdefault(key, []).append(entry)
+                print(key, json.dumps({k: (v["status"], v["speedup"]) for k, v in entry.items()}), flush=True)
+                save()
 
 
 def _summary(res, acc: str) -> dict:
@@ -138,6 +143,15 @@ def _summary(res, acc: str) -> dict:
             "speedup_median": res.speedup(BASELINE, "median") if res.ok else None,
             "gpu": {k: res.gpu.get(k) for k in ("name", "gpu_uuid", "sm_clock_mhz", "power_w") if k in res.gpu},
             "max_abs_diff": res.max_abs_diff()}
+
+
+def _readings(entries: list[dict], cls: str) -> tuple[float | None, str]:
+    """The median of a class's timed readings and the cell that lists them."""
+    xs = [e[cls]["speedup"] for e in entries if e.get(cls) and e[cls]["speedup"] is not None]
+    if not xs:
+        return None, "–"
+    med = statistics.median(xs)
+    return med, _fmt(med) + (f" ({' / '.join(_fmt(x) for x in xs)})" if len(xs) > 1 else "")
 
 
 def _fmt(x) -> str:
@@ -155,9 +169,11 @@ def table(rows: list[dict], done: dict, meta: dict, claims: dict[str, dict], our
              f"- device: {meta['device']}; date: {meta['date']}; shapes: `{meta['shapes']}`; release commit "
              f"`{meta['release_commit']}`",
              f"- each kernel adapted to the contract (scripts/release_adapter.py: torch stand-in, launches on the "
-             f"caller's stream, no per-call device synchronise or cudaMalloc/cudaFree), evaluated once per mode in "
-             f"the {meta['acc']} class with every check, against {BASELINE} interleaved in the same process",
-             f"- command: `{meta['command']}`", ""]
+             f"caller's stream, no per-call device synchronise or cudaMalloc/cudaFree), evaluated in the "
+             f"{meta['acc']} class with every check, against {BASELINE} interleaved in the same process; a cell is "
+             f"the median of the separate evaluations listed beside it",
+             *[f"- command: `{c}`" for c in meta.get("commands", [])],
+             *([f"- {meta['note']}"] if meta.get("note") else []), ""]
     for mode in meta["modes"]:
         mode_claims = claims.get(mode, {})
         mode_ours = ours if mode == "offline" else {}
@@ -169,12 +185,14 @@ def table(rows: list[dict], done: dict, meta: dict, claims: dict[str, dict], our
         counted = []
         for row in rows:
             sh = tuple(row["shape"])
-            e = done.get(f"{sh[0]}x{sh[1]}x{sh[2]}/{mode}")
-            if e:
-                c, h = e["claimed"], e.get("fp16_class")
-                note = "ok" if c["status"] == "ok" else f"{c['status']}: {', '.join(c['failed_checks']) or c['reason'][:120]}"
-                cells = [_fmt(c["speedup"]), _fmt(h["speedup"]) if h else "–", note]
-                counted.append(c["speedup"])
+            entries = done.get(f"{sh[0]}x{sh[1]}x{sh[2]}/{mode}")
+            if entries:
+                med, cell = _readings(entries, "claimed")
+                bad = [e["claimed"] for e in entries if e["claimed"]["status"] != "ok"]
+                note = "ok" if not bad else (f"{bad[0]['status']} in {len(bad)} of {len(entries)}: "
+                                             f"{', '.join(bad[0]['failed_checks']) or bad[0]['reason'][:120]}")
+                cells = [cell, _readings(entries, "fp16_class")[1], note]
+                counted.append(med if not bad else None)
             else:
                 cells = ["–", "–", row.get("refused") or ("build failed: " + row.get("build_log", "")[:120]
                                                          if row.get("built") is False else "not measured")]
@@ -209,6 +227,7 @@ def main() -> int:
     ap.add_argument("--arch", default=None, help="default: this machine's GPU (sm_90a with --compile-only)")
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--budget-s", type=float, default=float("inf"))
+    ap.add_argument("--repeats", type=int, default=1, help="separate evaluations per shape and mode")
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite DIR's table from its JSON with this script's table code (no build, no GPU)")
     ap.add_argument("--release-commit", help="the release's commit, where --release is not a git checkout")
@@ -252,13 +271,14 @@ def main() -> int:
     jpath = a.out / f"release_{a.set}.json"
     saved = json.loads(jpath.read_text()) if jpath.is_file() else {}
     done = saved.get("evaluations", {})
-    meta = {"set": a.set, "acc": acc, "modes": modes, "shapes": a.shapes, "date": datetime.date.today().isoformat(),
-            "command": "python3 scripts/bench_release_kernels.py " + " ".join(sys.argv[1:]),
-            "release_commit": a.release_commit or _git_head(a.release), "ours": str(a.ours) if a.ours else None}
+    meta = {**saved.get("meta", {}), "set": a.set, "acc": acc, "modes": modes, "shapes": a.shapes,
+            "date": datetime.date.today().isoformat(), "release_commit": a.release_commit or _git_head(a.release),
+            "ours": str(a.ours) if a.ours else None}
+    meta["commands"] = [*meta.get("commands", []), "python3 scripts/bench_release_kernels.py " + " ".join(sys.argv[1:])]
 
     def save():
         devices = sorted({f"{v['gpu'].get('name')} ({str(v['gpu'].get('gpu_uuid', ''))[:12]})"
-                          for e in done.values() for v in e.values() if v.get("gpu")})
+                          for es in done.values() for e in es for v in e.values() if v.get("gpu")})
         meta["device"] = ", ".join(devices) or "none"
         jpath.write_text(json.dumps({"meta": meta, "evaluations": done,
                                      "kernels": [{k: v for k, v in r.items() if k != "source"} for r in rows]},
@@ -267,7 +287,7 @@ def main() -> int:
             table(rows, done, meta, {m: release_claims(a.release, a.set, m) for m in modes},
                   ours_from_table(a.ours) if a.ours else {}))
 
-    evaluate_rows(rows, done, acc, modes, a.budget_s, save)
+    evaluate_rows(rows, done, acc, modes, a.budget_s, save, a.repeats)
     save()
     print(f"wrote {jpath} and its .md")
     return 0

@@ -127,7 +127,7 @@ def test_an_fp16_accumulator_under_an_fp32_label_is_caught_and_timed_in_its_clas
         r["built"] = info.ok
     done: dict = {}
     bench.evaluate_rows(rows, done, "fp32", ["offline"], float("inf"), lambda: None)
-    e = done["256x256x1024/offline"]
+    [e] = done["256x256x1024/offline"]
     assert e["claimed"]["status"] == "incorrect"
     assert set(e["claimed"]["failed_checks"]) <= bench.ACCURACY_CHECKS
     assert e["fp16_class"]["status"] == "ok" and e["fp16_class"]["speedup"] > 0
@@ -153,13 +153,15 @@ def test_table_counts_refused_and_unmeasured_shapes_as_lost():
     ok = {"acc": "fp32", "status": "ok", "reason": "", "failed_checks": [], "speedup": 1.25, "speedup_median": 1.2,
           "gpu": {"name": "NVIDIA H100"}, "max_abs_diff": 0.01}
     bad = {**ok, "status": "incorrect", "failed_checks": ["accumulator_honesty"], "speedup": None}
-    done = {"64x64x128/offline": {"claimed": ok},
-            "8192x4096x16384/offline": {"claimed": bad, "fp16_class": {**ok, "acc": "fp16", "speedup": 1.1}}}
+    done = {"64x64x128/offline": [{"claimed": ok}, {"claimed": {**ok, "speedup": 1.3}},
+                                  {"claimed": {**ok, "speedup": 1.1}}],
+            "8192x4096x16384/offline": [{"claimed": bad, "fp16_class": {**ok, "acc": "fp16", "speedup": 1.1}}]}
     meta = {"set": "h100_F32F16F16F32", "acc": "fp32", "modes": ["offline"], "shapes": "s.txt", "date": "d",
-            "device": "NVIDIA H100", "release_commit": "abc", "command": "c", "ours": "ours.md"}
+            "device": "NVIDIA H100", "release_commit": "abc", "commands": ["c1", "c2"], "ours": "ours.md"}
     md = bench.table(rows, done, meta, {"offline": {(64, 64, 128): 1.172}}, {(64, 64, 128): 2.0, (8192, 4096, 16384): 1.0})
-    assert "| 64 | 64 | 128 | 1.250 | – | ok | 1.172 | 2.000 |" in md
-    assert "| 8192 | 4096 | 16384 | – | 1.100 | incorrect: accumulator_honesty | – | 1.000 |" in md
+    assert "| 64 | 64 | 128 | 1.250 (1.250 / 1.300 / 1.100) | – | ok | 1.172 | 2.000 |" in md
+    assert "| 8192 | 4096 | 16384 | – | 1.100 | incorrect in 1 of 1: accumulator_honesty | – | 1.000 |" in md
+    assert "- command: `c1`" in md and "- command: `c2`" in md
     assert "| 4096 | 1024 | 12288 | – | – | screen: cudaDeviceSetLimit: changes device state | – | – |" in md
     assert "1 of 3 shapes timed, 1 above 1.0" in md and "win rate 1/3" in md
     assert "On the 1 shapes timed here and in ours: release geomean 1.250, ours 2.000." in md
