@@ -3,6 +3,7 @@
 
     python3 scripts/bench_release_kernels.py --release CUDA_L2_CHECKOUT --shapes docs/benchmarks/dev_sample.txt \
         --out DIR [--set h100_F32F16F16F32] [--modes offline,server] [--repeats 3] [--ours TABLE.md] [--compile-only]
+        [--ours-run CAMPAIGN_RUN_DIR [--h2h-repeats N]]
 
 For each shape, `kernels/<set>/<M>_<N>_<K>.cu` of the user's checkout of github.com/deepreinforce-ai/CUDA-L2 is brought
 into the kernel contract (scripts/release_adapter.py says what it rewrites), built with the evaluator's flags, and
@@ -16,6 +17,9 @@ holds --repeats separate evaluations, so a run can be spread over device calls a
 starting evaluations after that many seconds); DIR/release_<set>.md is the table, each cell the median of its
 evaluations. --ours adds a column read from one of our benchmark tables (its "speedup vs
 AutoTuning-max" column): a different evaluation on possibly another GPU, not a head-to-head in the same rounds.
+--ours-run is the head-to-head: a finished campaign's winner for each of its shapes is evaluated with the release's
+kernel as its rival, both timed in the same rounds against cuBLASLt-AutoTuning (only where the release's kernel
+passed every check in its claimed class).
 The release's text is read at run time and never written to DIR.
 """
 from __future__ import annotations
@@ -137,6 +141,45 @@ def evaluate_rows(rows: list[dict], done: dict, acc: str, modes: list[str], budg
                 save()
 
 
+def head_to_head(rows: list[dict], done: dict, h2h: dict, winners: dict, acc: str, modes: list[str],
+                 budget_s: float, save, repeats: int = 1) -> None:
+    """Our campaign's winner as the candidate and the release's kernel as its rival, timed in the same rounds of one
+    evaluation (evaluate(rivals=)): both against cuBLASLt-AutoTuning on one clock. Only a release kernel that passed
+    every check in its claimed class is a rival (a rival's timed output is checked again, its other checks not)."""
+    from evaluator.api import evaluate
+
+    started = time.monotonic()
+    for rep in range(repeats):
+        for mode in modes:
+            for row in rows:
+                sh = tuple(row["shape"])
+                key = f"{sh[0]}x{sh[1]}x{sh[2]}/{mode}"
+                if sh not in winners or len(h2h.get(key, [])) > rep:
+                    continue
+                if not any(e["claimed"]["status"] == "ok" for e in done.get(key, [])):
+                    continue
+                if time.monotonic() - started > budget_s:
+                    print(f"budget of {budget_s:g} s spent; re-run to go on", flush=True)
+                    return
+                res = evaluate(winners[sh], sh, acc=acc, mode=mode, rivals={"release": row["source"]})
+                h = res.head_to_head(BASELINE) if res.ok else {}
+                refused = (res.candidate.detail.get("timing", {}).get("rivals_refused") if res.candidate else None)
+                h2h.setdefault(key, []).append(
+                    {"ours": h.get("candidate"), "release": h.get("release"), "status": res.status,
+                     "reason": res.reason[:300], "release_refused": refused or None,
+                     "gpu": {k: res.gpu.get(k) for k in ("name", "gpu_uuid") if k in res.gpu}})
+                print(key, "head to head", json.dumps(h2h[key][-1]["ours"]), json.dumps(h2h[key][-1]["release"]),
+                      flush=True)
+                save()
+
+
+def load_winners(run_dir: Path) -> dict[tuple, str]:
+    """Each shape's winner in a finished campaign (the kernel its final measurements timed)."""
+    from recheck_finals import load_finals
+
+    return {tuple(g["shape"]): g["source"] for g in load_finals(run_dir, ["offline", "server", "graph"])}
+
+
 def _summary(res, acc: str) -> dict:
     return {"acc": acc, "status": res.status, "reason": res.reason[:400], "failed_checks": _failed(res),
             "speedup": res.speedup(BASELINE) if res.ok else None,
@@ -163,8 +206,10 @@ def _geomean(xs: list) -> float | None:
     return math.exp(statistics.fmean(math.log(x) for x in xs)) if xs else None
 
 
-def table(rows: list[dict], done: dict, meta: dict, claims: dict[str, dict], ours: dict) -> str:
-    """`claims`: mode -> the release's own figures; `ours`: our figures (offline) from one of our tables."""
+def table(rows: list[dict], done: dict, meta: dict, claims: dict[str, dict], ours: dict,
+          h2h: dict | None = None) -> str:
+    """`claims`: mode -> the release's own figures; `ours`: our figures (offline) from one of our tables; `h2h`:
+    head-to-head evaluations against our campaign's winners."""
     lines = [f"# The CUDA-L2 release's `{meta['set']}` kernels in this project's evaluator", "",
              f"- device: {meta['device']}; date: {meta['date']}; shapes: `{meta['shapes']}`; release commit "
              f"`{meta['release_commit']}`",
@@ -212,6 +257,20 @@ def table(rows: list[dict], done: dict, meta: dict, claims: dict[str, dict], our
             if both:
                 lines += [f"On the {len(both)} shapes timed here and in ours: release geomean "
                           f"{_fmt(_geomean([a for a, _ in both]))}, ours {_fmt(_geomean([b for _, b in both]))}.", ""]
+    if h2h:
+        lines += ["## Head to head: our campaign's winner and the release's kernel in the same rounds", "",
+                  f"Our winners from `{meta.get('ours_run')}`; each evaluation times both beside {BASELINE} in the "
+                  "same rounds (our kernel with every check, the release's with its timed output checked again); "
+                  "each cell is the median over the evaluations listed beside it of the per-round ratios.", "",
+                  "| M | N | K | mode | ours | release | status |", "|---|---|---|---|---|---|---|"]
+        for key, es in h2h.items():
+            shape, mode = key.split("/")
+            ours_med, ours_cell = _readings([{"x": {"speedup": e["ours"]}} for e in es], "x")
+            _, rel_cell = _readings([{"x": {"speedup": e["release"]}} for e in es], "x")
+            bad = [e for e in es if e["status"] != "ok" or e["release_refused"]]
+            status = "ok" if not bad else f"{bad[0]['status']}: {bad[0]['reason'] or bad[0]['release_refused']}"[:160]
+            lines.append(f"| {' | '.join(shape.split('x'))} | {mode} | {ours_cell} | {rel_cell} | {status} |")
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -228,6 +287,9 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--budget-s", type=float, default=float("inf"))
     ap.add_argument("--repeats", type=int, default=1, help="separate evaluations per shape and mode")
+    ap.add_argument("--h2h-repeats", type=int, default=1, help="head-to-head evaluations per shape and mode")
+    ap.add_argument("--ours-run", type=Path, help="a finished campaign's run folder: its winners are timed against "
+                    "the release's kernels in the same rounds (shapes it has finals for)")
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite DIR's table from its JSON with this script's table code (no build, no GPU)")
     ap.add_argument("--release-commit", help="the release's commit, where --release is not a git checkout")
@@ -245,7 +307,7 @@ def main() -> int:
         ours = ours_from_table(Path(meta["ours"])) if meta.get("ours") else {}
         (a.out / f"release_{a.set}.md").write_text(
             table(saved["kernels"], saved["evaluations"], meta,
-                  {m: release_claims(a.release, a.set, m) for m in meta["modes"]}, ours))
+                  {m: release_claims(a.release, a.set, m) for m in meta["modes"]}, ours, saved.get("head_to_head")))
         print(f"wrote {a.out / f'release_{a.set}.md'}")
         return 0
     from evaluator.compile import compile_many
@@ -271,23 +333,31 @@ def main() -> int:
     jpath = a.out / f"release_{a.set}.json"
     saved = json.loads(jpath.read_text()) if jpath.is_file() else {}
     done = saved.get("evaluations", {})
-    meta = {**saved.get("meta", {}), "set": a.set, "acc": acc, "modes": modes, "shapes": a.shapes,
+    h2h = saved.get("head_to_head", {})
+    meta = {**saved.get("meta", {}), "set": a.set, "acc": acc, "shapes": a.shapes,
+            "modes": list(dict.fromkeys([*saved.get("meta", {}).get("modes", []), *modes])),
             "date": datetime.date.today().isoformat(), "release_commit": a.release_commit or _git_head(a.release),
             "ours": str(a.ours) if a.ours else None}
     meta["commands"] = [*meta.get("commands", []), "python3 scripts/bench_release_kernels.py " + " ".join(sys.argv[1:])]
+    if a.ours_run:
+        meta["ours_run"] = str(a.ours_run)
 
     def save():
         devices = sorted({f"{v['gpu'].get('name')} ({str(v['gpu'].get('gpu_uuid', ''))[:12]})"
                           for es in done.values() for e in es for v in e.values() if v.get("gpu")})
         meta["device"] = ", ".join(devices) or "none"
-        jpath.write_text(json.dumps({"meta": meta, "evaluations": done,
+        jpath.write_text(json.dumps({"meta": meta, "evaluations": done, "head_to_head": h2h,
                                      "kernels": [{k: v for k, v in r.items() if k != "source"} for r in rows]},
                                     indent=1))
         (a.out / f"release_{a.set}.md").write_text(
             table(rows, done, meta, {m: release_claims(a.release, a.set, m) for m in modes},
-                  ours_from_table(a.ours) if a.ours else {}))
+                  ours_from_table(a.ours) if a.ours else {}, h2h))
 
+    started = time.monotonic()
     evaluate_rows(rows, done, acc, modes, a.budget_s, save, a.repeats)
+    if a.ours_run:
+        head_to_head(rows, done, h2h, load_winners(a.ours_run), acc, modes,
+                     a.budget_s - (time.monotonic() - started), save, a.h2h_repeats)
     save()
     print(f"wrote {jpath} and its .md")
     return 0

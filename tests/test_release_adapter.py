@@ -165,3 +165,28 @@ def test_table_counts_refused_and_unmeasured_shapes_as_lost():
     assert "| 4096 | 1024 | 12288 | – | – | screen: cudaDeviceSetLimit: changes device state | – | – |" in md
     assert "1 of 3 shapes timed, 1 above 1.0" in md and "win rate 1/3" in md
     assert "On the 1 shapes timed here and in ours: release geomean 1.250, ours 2.000." in md
+
+
+def test_table_has_a_head_to_head_section_when_there_is_one():
+    meta = {"set": "h100_F32F16F16F32", "acc": "fp32", "modes": ["offline"], "shapes": "s.txt", "date": "d",
+            "device": "x", "release_commit": "abc", "commands": ["c"], "ours_run": "/tmp/runs/h2h"}
+    h2h = {"128x16384x64/offline": [
+        {"ours": 1.2, "release": 1.05, "status": "ok", "reason": "", "release_refused": None, "gpu": {}},
+        {"ours": 1.22, "release": 1.07, "status": "ok", "reason": "", "release_refused": None, "gpu": {}}]}
+    md = bench.table([], {}, meta, {}, {}, h2h)
+    assert "Our winners from `/tmp/runs/h2h`" in md
+    assert "| 128 | 16384 | 64 | offline | 1.210 (1.200 / 1.220) | 1.060 (1.050 / 1.070) | ok |" in md
+
+
+@pytest.mark.gpu
+def test_head_to_head_times_our_winner_and_the_release_kernel_in_the_same_rounds(tmp_path):
+    shape = (128, 64, 96)
+    rel = _release_dir(tmp_path, {"128_64_96.cu": FIXTURE.read_text()})
+    rows = bench.prepare(rel, "h100_F32F16F16F32", [shape])
+    rows[0]["built"] = True
+    done = {"128x64x96/offline": [{"claimed": {"status": "ok"}}]}
+    ours = (REPO / "tests" / "kernels" / "reference_naive.cu").read_text()
+    h2h: dict = {}
+    bench.head_to_head(rows, done, h2h, {shape: ours}, "fp32", ["offline"], float("inf"), lambda: None)
+    [e] = h2h["128x64x96/offline"]
+    assert e["status"] == "ok" and e["ours"] > 0 and e["release"] > 0 and not e["release_refused"]
