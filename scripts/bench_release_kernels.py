@@ -47,10 +47,12 @@ ACCURACY_CHECKS = {"baseline_bounded_deviation", "accumulator_honesty"}
 
 
 def claimed_acc(kernel_set: str) -> str:
-    """The release names a set <gpu>_<C><A><B><Acc>: F32F16F16F32 accumulates in fp32, F16F16F16F16 in fp16."""
+    """The release names its sets <gpu>_F32F16F16F32 (half operands, fp32 accumulator: "HGEMM (16 bit) with 32-bit
+    accumulator" in its history) and <gpu>_F16F16F16F16 (fp16 accumulator); the first field is the claim."""
     m = re.search(r"_F(16|32)F16F16F(16|32)$", kernel_set)
     if not m:
-        raise ValueError(f"cannot tell the accumulator from the set name {kernel_set!r} (expected e.g. h100_F32F16F16F32)")
+        raise ValueError(f"cannot tell the accumulator from the set name {kernel_set!r} "
+                         "(expected e.g. h100_F32F16F16F32)")
     return "fp32" if m.group(1) == "32" else "fp16"
 
 
@@ -75,7 +77,8 @@ def prepare(release: Path, kernel_set: str, shapes: list) -> list[dict]:
                 row.update(rewrites=a.rewrites, entry=a.entry)
                 if reasons:  # the table shows the first, the JSON keeps them all
                     row["screen_reasons"] = reasons
-                    row["refused"] = f"screen: {reasons[0]}" + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else "")
+                    more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
+                    row["refused"] = f"screen: {reasons[0]}{more}"
                 else:
                     row["source"] = a.source
         rows.append(row)
