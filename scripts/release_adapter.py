@@ -153,32 +153,26 @@ def split_args(s: str) -> list[str]:
     return out
 
 
-def _launches(text: str) -> tuple[str, int]:
+def _rewrite_groups(text: str, opener: str, close: str, fix) -> tuple[str, int]:
+    """Rewrite the argument list of every group that `opener` (a regex) opens and `close` ends, with
+    `fix(args) -> args | None` (None: leave that group as it is); how many were rewritten."""
     out, i, n = [], 0, 0
-    while (j := text.find("<<<", i)) >= 0:
-        end = _matching(text, j + 3, ">>>")
-        args = split_args(text[j + 3:end - 3])
-        if len(args) not in (2, 3, 4):
-            raise NotAdaptable(f"a launch configuration with {len(args)} arguments: {text[j:end]!r}")
-        args = (args + ["0"])[:3] + [STREAM]
-        out.append(text[i:j] + "<<<" + ", ".join(args) + ">>>")
-        i, n = end, n + 1
-    return "".join(out) + text[i:], n
-
-
-def _method_calls(text: str, name: str, fix) -> tuple[str, int]:
-    """Rewrite the argument list of every `.name(...)` call with `fix(args) -> args | None` (None: leave it)."""
-    out, i, n = [], 0, 0
-    for m in re.finditer(rf"\.\s*{name}\s*\(", text):
+    for m in re.finditer(opener, text):
         if m.start() < i:
-            continue
-        end = _matching(text, m.end(), ")")
-        new = fix(split_args(text[m.end():end - 1]))
+            continue  # inside a group already rewritten
+        end = _matching(text, m.end(), close)
+        new = fix(split_args(text[m.end():end - len(close)]))
         if new is None:
             continue
-        out.append(text[i:m.end()] + ", ".join(new) + ")")
+        out.append(text[i:m.end()] + ", ".join(new) + close)
         i, n = end, n + 1
     return "".join(out) + text[i:], n
+
+
+def _launch_args(args: list[str]) -> list[str]:
+    if len(args) not in (2, 3, 4):
+        raise NotAdaptable(f"a launch configuration with {len(args)} arguments: <<<{', '.join(args)}>>>")
+    return (args + ["0"])[:3] + [STREAM]
 
 
 def _run_args(args: list[str]) -> list[str] | None:
@@ -193,17 +187,9 @@ def _initialize_args(args: list[str]) -> list[str] | None:
     return None
 
 
-def _cluster_params(text: str) -> tuple[str, int]:
+def _cluster_params_args(args: list[str]) -> list[str] | None:
     """`cutlass::ClusterLaunchParams p = {grid, block, cluster, smem}`: its fifth member is the stream."""
-    out, i, n = [], 0, 0
-    for m in re.finditer(r"\bcutlass::ClusterLaunchParams\s+\w+\s*=?\s*\{", text):
-        end = _matching(text, m.end(), "}")
-        args = split_args(text[m.end():end - 1])
-        if len(args) != 4:
-            continue
-        out.append(text[i:m.end()] + ", ".join([*args, STREAM]) + "}")
-        i, n = end, n + 1
-    return "".join(out) + text[i:], n
+    return [*args, STREAM] if len(args) == 4 else None
 
 
 def find_entry(text: str) -> str:
@@ -221,11 +207,13 @@ def adapt(text: str, shape: tuple[int, int, int], entry: str | None = None) -> A
         raise NotAdaptable("the file defines its own PYBIND11_MODULE")
     rewrites: dict[str, int] = {}
     body, rewrites["torch includes dropped"] = _TORCH_INCLUDE.subn("", text)
-    body, rewrites["launches put on the caller's stream"] = _launches(body)
+    body, rewrites["launches put on the caller's stream"] = _rewrite_groups(body, "<<<", ">>>", _launch_args)
     body, rewrites["cutlass/util/helper_cuda.hpp dropped"] = _HELPER_CUDA.subn("", body)
-    body, rewrites["ClusterLaunchParams given the caller's stream"] = _cluster_params(body)
-    body, rewrites[".run() given the caller's stream"] = _method_calls(body, "run", _run_args)
-    body, rewrites[".initialize() given the caller's stream"] = _method_calls(body, "initialize", _initialize_args)
+    body, rewrites["ClusterLaunchParams given the caller's stream"] = _rewrite_groups(
+        body, r"\bcutlass::ClusterLaunchParams\s+\w+\s*=?\s*\{", "}", _cluster_params_args)
+    body, rewrites[".run() given the caller's stream"] = _rewrite_groups(body, r"\.\s*run\s*\(", ")", _run_args)
+    body, rewrites[".initialize() given the caller's stream"] = _rewrite_groups(
+        body, r"\.\s*initialize\s*\(", ")", _initialize_args)
     body, rewrites["cudaDeviceSynchronize() removed"] = re.subn(r"\bcudaDeviceSynchronize\s*\(\s*\)",
                                                                  "cudaPeekAtLastError()", body)
     body, rewrites["device_memory::allocation made stream-ordered"] = re.subn(

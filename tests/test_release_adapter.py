@@ -27,12 +27,15 @@ def fp16_variant() -> str:
 
 def test_launch_configurations_get_the_callers_stream():
     s = ra.STREAM
-    text, n = ra._launches("k<<<grid, block>>>(a); k2<<<dim3(x, y), 128, smem>>>(b); k3<<<g, b, 0, 0>>>(c);")
+    def launches(text):
+        return ra._rewrite_groups(text, "<<<", ">>>", ra._launch_args)
+
+    text, n = launches("k<<<grid, block>>>(a); k2<<<dim3(x, y), 128, smem>>>(b); k3<<<g, b, 0, 0>>>(c);")
     assert n == 3
     assert f"<<<grid, block, 0, {s}>>>" in text
     assert f"<<<dim3(x, y), 128, smem, {s}>>>" in text
     assert f"<<<g, b, 0, {s}>>>" in text
-    templated, n = ra._launches("kern<T, Policy<A, B>><<<grid, block>>>(x);")
+    templated, n = launches("kern<T, Policy<A, B>><<<grid, block>>>(x);")
     assert n == 1 and templated.startswith("kern<T, Policy<A, B>><<<grid, block, 0, ")
 
 
