@@ -28,7 +28,6 @@ import argparse
 import csv
 import datetime
 import json
-import math
 import re
 import statistics
 import sys
@@ -40,6 +39,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
 from agent.shapes import load_shapes  # noqa: E402
+from recheck_finals import _geomean, load_finals  # noqa: E402
 from release_adapter import NotAdaptable, adapt  # noqa: E402
 
 BASELINE = "cublaslt-autotune-max"
@@ -114,34 +114,44 @@ def _failed(res) -> list[str]:
     return [c.name for c in res.checks if not c.passed]
 
 
-def evaluate_rows(rows: list[dict], done: dict, acc: str, modes: list[str], budget_s: float, save,
-                  repeats: int = 1) -> None:
-    """Appends to done["<M>x<N>x<K>/<mode>"] until each holds `repeats` evaluations, one set of all shapes at a time
-    (so that the sets' readings of one shape are minutes apart, as separate evaluations should be)."""
-    from evaluator import record as R
-    from evaluator.api import evaluate
+def _key(shape, mode: str) -> str:
+    return f"{shape[0]}x{shape[1]}x{shape[2]}/{mode}"
 
+
+def _schedule(rows: list[dict], store: dict, modes: list[str], repeats: int, budget_s: float, wanted):
+    """(row, key, mode) for each evaluation still owed: `store[key]` is filled up to `repeats` entries, one set of all
+    shapes at a time (so that the sets' readings of one shape are minutes apart, as separate evaluations should be),
+    for the rows `wanted(row, key)` accepts, until `budget_s` seconds have passed."""
     started = time.monotonic()
     for rep in range(repeats):
         for mode in modes:
             for row in rows:
-                if "source" not in row or not row.get("built"):
-                    continue
-                key = f"{row['shape'][0]}x{row['shape'][1]}x{row['shape'][2]}/{mode}"
-                if len(done.get(key, [])) > rep:
+                key = _key(row["shape"], mode)
+                if len(store.get(key, [])) > rep or not wanted(row, key):
                     continue
                 if time.monotonic() - started > budget_s:
                     print(f"budget of {budget_s:g} s spent; re-run to go on", flush=True)
                     return
-                res = evaluate(row["source"], tuple(row["shape"]), acc=acc, mode=mode)
-                entry = {"claimed": _summary(res, acc)}
-                failed = _failed(res)
-                if acc == "fp32" and res.status == R.INCORRECT and failed and set(failed) <= ACCURACY_CHECKS:
-                    entry["fp16_class"] = _summary(evaluate(row["source"], tuple(row["shape"]), acc="fp16",
-                                                            mode=mode), "fp16")
-                done.setdefault(key, []).append(entry)
-                print(key, json.dumps({k: (v["status"], v["speedup"]) for k, v in entry.items()}), flush=True)
-                save()
+                yield row, key, mode
+
+
+def evaluate_rows(rows: list[dict], done: dict, acc: str, modes: list[str], budget_s: float, save,
+                  repeats: int = 1) -> None:
+    """Appends to done["<M>x<N>x<K>/<mode>"] until each holds `repeats` evaluations."""
+    from evaluator import record as R
+    from evaluator.api import evaluate
+
+    for row, key, mode in _schedule(rows, done, modes, repeats, budget_s,
+                                    lambda row, key: "source" in row and row.get("built")):
+        res = evaluate(row["source"], tuple(row["shape"]), acc=acc, mode=mode)
+        entry = {"claimed": _summary(res, acc)}
+        failed = _failed(res)
+        if acc == "fp32" and res.status == R.INCORRECT and failed and set(failed) <= ACCURACY_CHECKS:
+            entry["fp16_class"] = _summary(evaluate(row["source"], tuple(row["shape"]), acc="fp16", mode=mode),
+                                           "fp16")
+        done.setdefault(key, []).append(entry)
+        print(key, json.dumps({k: (v["status"], v["speedup"]) for k, v in entry.items()}), flush=True)
+        save()
 
 
 def head_to_head(rows: list[dict], done: dict, h2h: dict, winners: dict, acc: str, modes: list[str],
@@ -151,35 +161,26 @@ def head_to_head(rows: list[dict], done: dict, h2h: dict, winners: dict, acc: st
     every check in its claimed class is a rival (a rival's timed output is checked again, its other checks not)."""
     from evaluator.api import evaluate
 
-    started = time.monotonic()
-    for rep in range(repeats):
-        for mode in modes:
-            for row in rows:
-                sh = tuple(row["shape"])
-                key = f"{sh[0]}x{sh[1]}x{sh[2]}/{mode}"
-                if sh not in winners or len(h2h.get(key, [])) > rep:
-                    continue
-                if not any(e["claimed"]["status"] == "ok" for e in done.get(key, [])):
-                    continue
-                if time.monotonic() - started > budget_s:
-                    print(f"budget of {budget_s:g} s spent; re-run to go on", flush=True)
-                    return
-                res = evaluate(winners[sh], sh, acc=acc, mode=mode, rivals={"release": row["source"]})
-                h = res.head_to_head(BASELINE) if res.ok else {}
-                refused = (res.candidate.detail.get("timing", {}).get("rivals_refused") if res.candidate else None)
-                h2h.setdefault(key, []).append(
-                    {"ours": h.get("candidate"), "release": h.get("release"), "status": res.status,
-                     "reason": res.reason[:300], "release_refused": refused or None,
-                     "gpu": {k: res.gpu.get(k) for k in ("name", "gpu_uuid") if k in res.gpu}})
-                print(key, "head to head", json.dumps(h2h[key][-1]["ours"]), json.dumps(h2h[key][-1]["release"]),
-                      flush=True)
-                save()
+    def wanted(row, key):
+        return (tuple(row["shape"]) in winners
+                and any(e["claimed"]["status"] == "ok" for e in done.get(key, [])))
+
+    for row, key, mode in _schedule(rows, h2h, modes, repeats, budget_s, wanted):
+        sh = tuple(row["shape"])
+        res = evaluate(winners[sh], sh, acc=acc, mode=mode, rivals={"release": row["source"]})
+        h = res.head_to_head(BASELINE) if res.ok else {}
+        refused = (res.candidate.detail.get("timing", {}).get("rivals_refused") if res.candidate else None)
+        h2h.setdefault(key, []).append(
+            {"ours": h.get("candidate"), "release": h.get("release"), "status": res.status,
+             "reason": res.reason[:300], "release_refused": refused or None,
+             "gpu": {k: res.gpu.get(k) for k in ("name", "gpu_uuid") if k in res.gpu}})
+        print(key, "head to head", json.dumps(h2h[key][-1]["ours"]), json.dumps(h2h[key][-1]["release"]),
+              flush=True)
+        save()
 
 
 def load_winners(run_dir: Path) -> dict[tuple, str]:
     """Each shape's winner in a finished campaign (the kernel its final measurements timed)."""
-    from recheck_finals import load_finals
-
     return {tuple(g["shape"]): g["source"] for g in load_finals(run_dir, ["offline", "server", "graph"])}
 
 
@@ -202,11 +203,6 @@ def _readings(entries: list[dict], cls: str) -> tuple[float | None, str]:
 
 def _fmt(x) -> str:
     return "–" if x is None else f"{x:.3f}"
-
-
-def _geomean(xs: list) -> float | None:
-    xs = [x for x in xs if x]
-    return math.exp(statistics.fmean(math.log(x) for x in xs)) if xs else None
 
 
 def table(rows: list[dict], done: dict, meta: dict, claims: dict[str, dict], ours: dict,
@@ -233,7 +229,7 @@ def table(rows: list[dict], done: dict, meta: dict, claims: dict[str, dict], our
         counted = []
         for row in rows:
             sh = tuple(row["shape"])
-            entries = done.get(f"{sh[0]}x{sh[1]}x{sh[2]}/{mode}")
+            entries = done.get(_key(sh, mode))
             if entries:
                 med, cell = _readings(entries, "claimed")
                 bad = [e["claimed"] for e in entries if e["claimed"]["status"] != "ok"]
@@ -277,6 +273,18 @@ def table(rows: list[dict], done: dict, meta: dict, claims: dict[str, dict], our
     return "\n".join(lines)
 
 
+def side_figures(meta: dict, release: Path, kernel_set: str) -> tuple[dict, dict]:
+    """The table's side columns: the release's own figures per mode, and ours from the table `meta` names."""
+    claims = {m: release_claims(release, kernel_set, m) for m in meta["modes"]}
+    return claims, (ours_from_table(Path(meta["ours"])) if meta.get("ours") else {})
+
+
+def write_table(out: Path, kernel_set: str, saved: dict, claims: dict, ours: dict) -> None:
+    """DIR/release_<set>.md from what DIR/release_<set>.json holds (or is about to)."""
+    (out / f"release_{kernel_set}.md").write_text(
+        table(saved["kernels"], saved["evaluations"], saved["meta"], claims, ours, saved.get("head_to_head")))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--release", required=True, type=Path, help="a checkout of deepreinforce-ai/CUDA-L2")
@@ -306,11 +314,7 @@ def main() -> int:
         if not jpath.is_file():
             ap.error(f"{jpath} does not exist: nothing to report")
         saved = json.loads(jpath.read_text())
-        meta = saved["meta"]
-        ours = ours_from_table(Path(meta["ours"])) if meta.get("ours") else {}
-        (a.out / f"release_{a.set}.md").write_text(
-            table(saved["kernels"], saved["evaluations"], meta,
-                  {m: release_claims(a.release, a.set, m) for m in meta["modes"]}, ours, saved.get("head_to_head")))
+        write_table(a.out, a.set, saved, *side_figures(saved["meta"], a.release, a.set))
         print(f"wrote {a.out / f'release_{a.set}.md'}")
         return 0
     from evaluator.compile import compile_many
@@ -345,16 +349,16 @@ def main() -> int:
     if a.ours_run:
         meta["ours_run"] = str(a.ours_run)
 
+    claims, ours = side_figures(meta, a.release, a.set)  # read once, not at every save
+
     def save():
         devices = sorted({f"{v['gpu'].get('name')} ({str(v['gpu'].get('gpu_uuid', ''))[:12]})"
                           for es in done.values() for e in es for v in e.values() if v.get("gpu")})
         meta["device"] = ", ".join(devices) or "none"
-        jpath.write_text(json.dumps({"meta": meta, "evaluations": done, "head_to_head": h2h,
-                                     "kernels": [{k: v for k, v in r.items() if k != "source"} for r in rows]},
-                                    indent=1))
-        (a.out / f"release_{a.set}.md").write_text(
-            table(rows, done, meta, {m: release_claims(a.release, a.set, m) for m in modes},
-                  ours_from_table(a.ours) if a.ours else {}, h2h))
+        doc = {"meta": meta, "evaluations": done, "head_to_head": h2h,
+               "kernels": [{k: v for k, v in r.items() if k != "source"} for r in rows]}
+        jpath.write_text(json.dumps(doc, indent=1))
+        write_table(a.out, a.set, doc, claims, ours)
 
     started = time.monotonic()
     evaluate_rows(rows, done, acc, modes, a.budget_s, save, a.repeats)
