@@ -319,6 +319,10 @@ def main() -> int:
         return 0
     from evaluator.compile import compile_many
     from evaluator.contract import MODES
+    from evaluator.gpu import has_gpu
+
+    if not a.compile_only and not has_gpu():  # else every evaluation would be recorded as a no_gpu "reading"
+        ap.error("timing needs a CUDA GPU on this machine; --compile-only adapts and builds without one")
 
     if bad := [m for m in modes if m not in MODES]:
         ap.error(f"unknown mode(s) {bad}; choose from {MODES}")

@@ -120,6 +120,21 @@ def test_compile_only_reports_built_refused_and_missing(tmp_path):
     assert "the release has no kernel for this shape" in r.stdout
 
 
+def test_timing_without_a_gpu_is_refused_before_anything_is_written(tmp_path):
+    from evaluator.gpu import has_gpu
+
+    if has_gpu():
+        pytest.skip("this machine has a GPU")
+    rel = _release_dir(tmp_path, {"128_64_96.cu": FIXTURE.read_text()})
+    shapes = tmp_path / "shapes.txt"
+    shapes.write_text("128 64 96\n")
+    r = subprocess.run([sys.executable, "scripts/bench_release_kernels.py", "--release", str(rel), "--shapes",
+                        str(shapes), "--out", str(tmp_path / "out"), "--arch", "sm_90a"],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "needs a CUDA GPU" in r.stderr and "--compile-only" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.gpu
 def test_an_fp16_accumulator_under_an_fp32_label_is_caught_and_timed_in_its_class(tmp_path):
     shape = (256, 256, 1024)
