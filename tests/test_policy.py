@@ -258,6 +258,25 @@ def test_one_wave_big_shapes_start_without_a_cluster():
                                                                                   many)
 
 
+@pytest.mark.parametrize("shape,waves", [((8192, 2048, 8192), 3.9), ((1024, 12288, 8192), 2.9)])
+def test_few_wave_big_shapes_measure_the_single_cta_twin_in_the_first_step(shape, waves):
+    """Sweep r57 (two H100s, power-steady): up to four waves of 128x256 tiles the 1x1 cluster ran 0.6-0.9% ahead of
+    its 2x1 twin, from 7.8 waves on 1-2% behind. So both twins are measured in the first step there, and the cost
+    model ranks the 1x1 first on a few waves and the 2x1 first on many."""
+    sms = 132
+    assert round(-(-shape[0] // 128) * -(-shape[1] // 256) / sms, 1) == waves
+    first_step = [c.params for c in BuiltinPolicy(0).propose(shape, n=8) if c.family == "hopper_wgmma"]
+    twin = next(p for p in first_step if p["cluster_m"] == p["cluster_n"] == 1)
+    assert (twin["tile_m"], twin["tile_n"], twin["swizzle"], twin["scheduler"]) == (128, 256, 8, "persistent")
+    assert any(p["cluster_m"] == 2 for p in first_step)
+    assert costmodel.estimate_us("hopper_wgmma", twin, shape) < costmodel.estimate_us(
+        "hopper_wgmma", dict(twin, cluster_m=2), shape)
+    many = (16384, 12288, 8192)  # 46.5 waves
+    p = dict(twin, tile_m=128, tile_n=256)
+    assert costmodel.estimate_us("hopper_wgmma", dict(p, cluster_m=2), many) < costmodel.estimate_us(
+        "hopper_wgmma", p, many)
+
+
 @pytest.mark.parametrize("shape,lo,hi", [
     ((4096, 1024, 12288), 1.04, 1.15),  # one wave of 128 tiles: stream-K measured 0.89-0.92 of persistent
     ((8192, 2048, 8192), 1.005, 1.04),  # 3.9 waves: 0.98

@@ -126,7 +126,8 @@ def _estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], ar
         cl = p["cluster_m"] * p["cluster_n"]
         # a one-wave grid gains nothing from multicast (no later wave reuses the data) and pays its coupling: 1x1
         # measured 1% faster than 2x1 on 1024x4096x8192, and 4-CTA clusters do not all fit at once there (0.62)
-        eff *= {1: 0.97, 2: 1.0, 4: 0.99}[cl] if tiles > sms else {1: 1.0, 2: 0.99, 4: 0.9}[cl]
+        eff *= {1: _single_cta_price(tiles / sms), 2: 1.0, 4: 0.99}[cl] if tiles > sms else \
+            {1: 1.0, 2: 0.99, 4: 0.9}[cl]
         padded = 2.0 * gm * tm * gn * tn * k
         # priced against the persistent grid of the same tiles (STREAMK_POWER_CREDIT says what was measured)
         streamk_at_power_limit = p["scheduler"] == "streamk" and 2.0 * m * n * k >= POWER_LIMIT_FLOP
@@ -170,6 +171,16 @@ def _estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], ar
     if family == "hopper_raw":
         return _raw_us(p, shape, arch)
     raise ValueError(f"no cost model for family {family!r}")
+
+
+def _single_cta_price(waves: float) -> float:
+    """A 1x1 cluster's efficiency beside a 2x1 of the same CUTLASS tile on a multi-wave grid.
+
+    Sweep r57 (128x256 cooperative persistent, power-steady, two H100s, 1x1 / 2x1): +0.6% at 3.9 waves, +0.8-0.9% at
+    2.9, -0.9-1.2% at 7.8 and 11.6, -1.9% at 46.5. Multicast halves a pair's L2 reads; that pays only once enough
+    waves contend for L2, and below that the pair's coupling costs more than it saves.
+    """
+    return 1.007 if waves <= 4.0 else (0.99 if waves <= 16.0 else 0.98)
 
 
 def _even_grid_gain(p: dict[str, Any], shape: tuple[int, int, int]) -> float:

@@ -204,7 +204,7 @@ def hopper_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> list
         out = ([wide_epilogue, pp, coop] if m * n >= 2 ** 23 else [coop, pp]) + [
             plain(tile_m=64, tile_n=128, schedule="pingpong", swap_ab=False)] + out
     if flop(shape) >= LARGE_FLOP and base["schedule"] == "cooperative":
-        out = _power_bound_priors(shape, base, ragged, one_wave=tiles <= sms) + out
+        out = _power_bound_priors(shape, base, ragged, waves=tiles / sms) + out
     if base["schedule"] == "cooperative":
         out.append(dict(base, raster="along_n", swizzle=4, scheduler="persistent", splits=1))
         if base["tile_m"] == 128 and base["tile_n"] == 256:
@@ -248,7 +248,7 @@ def hopper_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> list
 
 
 def _power_bound_priors(shape: tuple[int, int, int], base: dict[str, Any], ragged: bool,
-                        one_wave: bool) -> list[dict[str, Any]]:
+                        waves: float) -> list[dict[str, Any]]:
     """Large GEMMs run at the GPU's power limit, where DRAM traffic costs clock (docs/evaluator.md, power-steady
     timing). On 16384x12288x8192 (H200, power-steady) a 128x256 tile moved 10.5 GB of DRAM with swizzle 2, 7.5 GB
     with swizzle 8 (0.93 -> 0.98 of cuBLASLt), and 256x192, the largest tile whose 192 accumulators per thread fit,
@@ -256,8 +256,15 @@ def _power_bound_priors(shape: tuple[int, int, int], base: dict[str, Any], ragge
     last wave is mostly empty (`ragged`)."""
     m, n, k = shape
     raster = "along_n" if n >= m else "along_m"
-    out = [] if ragged else [dict(base, raster=raster, swizzle=8, scheduler="persistent", splits=1)]
-    if one_wave:
+    widest = dict(base, raster=raster, swizzle=8, scheduler="persistent", splits=1)
+    out = [] if ragged else [widest]
+    if 1.0 < waves <= 4.0 and not ragged:
+        # Up to four waves the pair's multicast saves less than its coupling costs (sweep r57, power-steady, two
+        # H100s, the same 128x256 swizzle-8 kernel with 1x1 and 2x1 clusters: +0.6% at 3.9 waves on 8192x2048x8192,
+        # +0.8-0.9% at 2.9 on 1024x12288x8192; from 7.8 waves on the pair leads by 1-2%). The release's kernel for
+        # 8192x2048x8192 is such a 1x1 and led our 2x1 winner there.
+        out.insert(0, dict(widest, cluster_m=1, cluster_n=1))
+    if waves <= 1.0:
         # One wave (1024x4096x8192, 4096x1024x12288: 128 tiles): no later wave reuses what a cluster multicasts, and
         # every epilogue runs at once, unhidden. Power-steady on the H200, 1024x4096x8192: one CTA per cluster
         # 0.1067 ms against 0.1078 for 2x1 (the SM clock +1%), epi_n=128 0.1075; cuBLASLt 0.1060.
