@@ -176,11 +176,15 @@ def _estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], ar
 def _single_cta_price(waves: float) -> float:
     """A 1x1 cluster's efficiency beside a 2x1 of the same CUTLASS tile on a multi-wave grid.
 
-    Sweep r57 (128x256 cooperative persistent, power-steady, two H100s, 1x1 / 2x1): +0.6% at 3.9 waves, +0.8-0.9% at
-    2.9, -0.9-1.2% at 7.8 and 11.6, -1.9% at 46.5. Multicast halves a pair's L2 reads; that pays only once enough
-    waves contend for L2, and below that the pair's coupling costs more than it saves.
+    128x256 cooperative persistent, swizzle 8, power-steady on H100s, 1x1 / 2x1: sweep r57 (two machines) +0.6-0.7%
+    at 3.9 waves (8192x2048x8192), +0.8-0.9% at 2.9, -0.9-1.2% at 7.8, -0.8-0.9% at 11.6, -1.9% at 46.5; sweep r58
+    (shapes no prior was set on) +0.4% at 1.9, -0.1% at 3.9 (4096x4096x8192), -0.25% at 5.8, -0.8% at 7.8.
+    Multicast halves a pair's L2 reads, which pays once enough waves contend for L2; below that the pair's coupling
+    costs more than it saves.
     """
-    return 1.007 if waves <= 4.0 else (0.99 if waves <= 16.0 else 0.98)
+    if waves <= 4.0:
+        return 1.004
+    return 0.997 if waves <= 6.0 else (0.99 if waves <= 16.0 else 0.98)
 
 
 def _even_grid_gain(p: dict[str, Any], shape: tuple[int, int, int]) -> float:
