@@ -442,7 +442,7 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
                                 rivals=rivals, rounds=TOURNAMENT_ROUNDS)
             if res.status in ("no_gpu", "error"):
                 return
-            refused = (res.candidate.detail.get("timing", {}).get("rivals_refused", {}) if res.candidate else {})
+            refused = res.rivals_refused()
             figures = {int(n) if n != "candidate" else first.id: f for n, f in res.head_to_head().items()}
             transcript.append(thread=f"{gpu}|{acc}|{shape_str(shape)}", shape=shape, step=None, node="tournament",
                               input={"variant_ids": [v.id for v in lead], "mode": cfg.mode,

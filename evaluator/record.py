@@ -138,6 +138,11 @@ class EvalResult:
                 out[name.removeprefix("rival:")] = statistics.median(b / t for b, t in zip(base, ts))
         return out
 
+    def rivals_refused(self) -> dict[str, str]:
+        """The tournament's rivals whose output was wrong after a timed batch, by name, with why; they have no
+        figure in `head_to_head`."""
+        return dict((self.candidate.detail.get("timing", {}).get("rivals_refused") if self.candidate else None) or {})
+
     def max_abs_diff(self) -> float | None:
         for c in self.checks:
             if c.name == "baseline_bounded_deviation" and "max_abs_diff" in c.metrics:

@@ -169,10 +169,9 @@ def head_to_head(rows: list[dict], done: dict, h2h: dict, winners: dict, acc: st
         sh = tuple(row["shape"])
         res = evaluate(winners[sh], sh, acc=acc, mode=mode, rivals={"release": row["source"]})
         h = res.head_to_head(BASELINE) if res.ok else {}
-        refused = (res.candidate.detail.get("timing", {}).get("rivals_refused") if res.candidate else None)
         h2h.setdefault(key, []).append(
             {"ours": h.get("candidate"), "release": h.get("release"), "status": res.status,
-             "reason": res.reason[:300], "release_refused": refused or None,
+             "reason": res.reason[:300], "release_refused": res.rivals_refused() or None,
              "gpu": {k: res.gpu.get(k) for k in ("name", "gpu_uuid") if k in res.gpu}})
         print(key, "head to head", json.dumps(h2h[key][-1]["ours"]), json.dumps(h2h[key][-1]["release"]),
               flush=True)

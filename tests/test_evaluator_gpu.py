@@ -159,7 +159,7 @@ def test_rivals_are_timed_in_the_candidates_rounds_even_power_steady(pool):
     assert r.status == R.OK, r.reason
     meta = r.candidate.detail["timing"]
     assert "steady" in meta and "rival:twin" not in meta["steady"]["not_timed"]
-    assert meta["rounds"] == r.candidate.samples == 6 and meta["rivals_refused"] == {}
+    assert meta["rounds"] == r.candidate.samples == 6 and meta["rivals_refused"] == {} == r.rivals_refused()
     assert set(r.rivals) == {"twin"} and not any(n.startswith("rival:") for n in r.baselines)
     assert {n: len(ts) for n, ts in meta["rounds_us"].items()} == {n: 6 for n in ("candidate", "rival:twin",
                                                                            *r.baselines)}
@@ -176,6 +176,7 @@ def test_a_rival_with_a_wrong_timed_output_is_dropped_and_named(pool):
     assert r.status == R.OK, r.reason
     meta = r.candidate.detail["timing"]
     assert set(meta["rivals_refused"]) == {"bad"} and "max |C - ref|" in meta["rivals_refused"]["bad"]
+    assert r.rivals_refused() == meta["rivals_refused"]
     assert set(r.rivals) == {"good"} and set(r.head_to_head()) == {"candidate", "good"}
     assert all(c.passed for c in r.checks)
 

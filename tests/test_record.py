@@ -58,6 +58,9 @@ def test_record_derived_values():
     assert res.speedup("cublaslt-autotune-max") == 1.1
     assert res.speedup("cublas-max", "median") == 1.2 * 0.99
     assert res.max_abs_diff() == 0.0625
+    assert res.rivals_refused() == {}  # no tournament
+    res.candidate.detail["timing"] = {"rivals_refused": {"7": "max |C - ref| = 3.5"}}
+    assert res.rivals_refused() == {"7": "max |C - ref| = 3.5"}
     assert res.reward() == 1.1 - 0.1 * 0.0625 - 1e-5 * len(NAIVE)
     res.status = R.INCORRECT
     assert res.reward() == -1.0
