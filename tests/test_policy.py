@@ -267,7 +267,8 @@ def test_few_wave_big_shapes_measure_the_single_cta_twin_in_the_first_step(shape
     assert round(-(-shape[0] // 128) * -(-shape[1] // 256) / sms, 1) == waves
     first_step = [c.params for c in BuiltinPolicy(0).propose(shape, n=8) if c.family == "hopper_wgmma"]
     twin = next(p for p in first_step if p["cluster_m"] == p["cluster_n"] == 1)
-    assert (twin["tile_m"], twin["tile_n"], twin["swizzle"], twin["scheduler"]) == (128, 256, 8, "persistent")
+    assert (twin["tile_m"], twin["tile_n"], twin["swizzle"], twin["scheduler"], twin["raster"]) == (
+        128, 256, 8, "persistent", "along_n")
     assert any(p["cluster_m"] == 2 for p in first_step)
     assert costmodel.estimate_us("hopper_wgmma", twin, shape) < costmodel.estimate_us(
         "hopper_wgmma", dict(twin, cluster_m=2), shape)

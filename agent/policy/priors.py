@@ -262,8 +262,9 @@ def _power_bound_priors(shape: tuple[int, int, int], base: dict[str, Any], ragge
         # Up to four waves the pair's multicast saves less than its coupling costs (sweep r57, power-steady, two
         # H100s, the same 128x256 swizzle-8 kernel with 1x1 and 2x1 clusters: +0.6% at 3.9 waves on 8192x2048x8192,
         # +0.8-0.9% at 2.9 on 1024x12288x8192; from 7.8 waves on the pair leads by 1-2%). The release's kernel for
-        # 8192x2048x8192 is such a 1x1 and led our 2x1 winner there.
-        out.insert(0, dict(widest, cluster_m=1, cluster_n=1))
+        # 8192x2048x8192 is such a 1x1 and led our 2x1 winner there. Along N even where N < M: on 8192x2048x8192 the
+        # 1x1 along M ran 0.8% behind it in every round (sweep r59), where the 2x1 showed no difference.
+        out.insert(0, dict(widest, cluster_m=1, cluster_n=1, raster="along_n"))
     if waves <= 1.0:
         # One wave (1024x4096x8192, 4096x1024x12288: 128 tiles): no later wave reuses what a cluster multicasts, and
         # every epilogue runs at once, unhidden. Power-steady on the H200, 1024x4096x8192: one CTA per cluster
