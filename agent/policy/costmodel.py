@@ -173,6 +173,10 @@ def _estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], ar
     raise ValueError(f"no cost model for family {family!r}")
 
 
+# up to this many waves a 1x1 cluster leads its 2x1 twin (_single_cta_price); the priors list it first there
+SINGLE_CTA_MAX_WAVES = 4.0
+
+
 def _single_cta_price(waves: float) -> float:
     """A 1x1 cluster's efficiency beside a 2x1 of the same CUTLASS tile on a multi-wave grid.
 
@@ -182,7 +186,7 @@ def _single_cta_price(waves: float) -> float:
     Multicast halves a pair's L2 reads, which pays once enough waves contend for L2; below that the pair's coupling
     costs more than it saves.
     """
-    if waves <= 4.0:
+    if waves <= SINGLE_CTA_MAX_WAVES:
         return 1.004
     return 0.997 if waves <= 6.0 else (0.99 if waves <= 16.0 else 0.98)
 

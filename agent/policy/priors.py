@@ -12,7 +12,7 @@ from typing import Any
 from agent.families import hopper_raw, hopper_wgmma, with_launch_knobs
 from agent.families.common import ceil_div
 
-from .costmodel import POWER_LIMIT_FLOP
+from .costmodel import POWER_LIMIT_FLOP, SINGLE_CTA_MAX_WAVES
 
 SMALL_FLOP = 2 ** 33  # below: the launch and the k-loop latency dominate
 LARGE_FLOP = 2 ** 35  # above: wgmma tensor-core throughput dominates
@@ -258,7 +258,7 @@ def _power_bound_priors(shape: tuple[int, int, int], base: dict[str, Any], ragge
     raster = "along_n" if n >= m else "along_m"
     widest = dict(base, raster=raster, swizzle=8, scheduler="persistent", splits=1)
     out = [] if ragged else [widest]
-    if 1.0 < waves <= 4.0 and not ragged:
+    if 1.0 < waves <= SINGLE_CTA_MAX_WAVES and not ragged:
         # Up to four waves the pair's multicast saves less than its coupling costs (sweep r57, power-steady, two
         # H100s, the same 128x256 swizzle-8 kernel with 1x1 and 2x1 clusters: +0.6% at 3.9 waves on 8192x2048x8192,
         # +0.8-0.9% at 2.9 on 1024x12288x8192; from 7.8 waves on the pair leads by 1-2%). The release's kernel for
