@@ -607,3 +607,25 @@ def test_an_fp16_config_refused_for_accuracy_gets_its_fp32_accumulating_twin():
     again = BuiltinPolicy(0)
     again.propose(shape, "fp16", "sm_90a", [], n=3)
     assert [c.name for c in again.propose(shape, "fp16", "sm_90a", history[:3], n=3)] == [c.name for c in nxt]
+
+
+def test_a_sliced_split_over_a_streamed_b_reads_b_as_stored():
+    """Sweep r60 (one H100, power-steady): on 256x2048x16384 the batched 4-slice 128x128 kernel over N-major B ran
+    ahead of its K-major twin in every round, so where B is larger than the L2 the N-major twin is the first prior,
+    the K-major one right after it, and the cost model ranks them that way; where B fits, B_col_major stays."""
+    import json
+
+    rows = json.loads((Path(__file__).resolve().parents[1] / "docs/benchmarks/sweeps"
+                       / "result_r60_skinny_b_layout.json").read_text())["shapes"]["256x2048x16384"]["rounds"]
+    ms = {t: [r["ms"] for r in rows if r["target"] == t] for t in ("kmajor_swap", "nmajor_swap")}
+    assert len(ms["kmajor_swap"]) == 3 and min(ms["kmajor_swap"]) > 1.03 * max(ms["nmajor_swap"])
+    shape = (256, 2048, 16384)
+    first, second = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[:2]
+    assert first == dict(second, b_operand="row") and second["b_operand"] == "col"
+    assert first["scheduler"] == "batched" and get("hopper_wgmma").feasible(first, shape, "sm_90a") == (True, "")
+    assert costmodel.estimate_us("hopper_wgmma", first, shape) < costmodel.estimate_us("hopper_wgmma", second, shape)
+    batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 3)
+    assert {canonical(first), canonical(second)} <= {canonical(c.params) for c in batch}
+    for fits in ((128, 2048, 4096), (64, 512, 2048)):  # B of 16 MiB and 2 MiB
+        assert all(p["b_operand"] == "col" for p in priors.priors("hopper_wgmma", fits, "fp32", "sm_90a")
+                   if p["scheduler"] == "batched")

@@ -12,11 +12,10 @@ from typing import Any
 from agent.families import hopper_raw, hopper_wgmma, with_launch_knobs
 from agent.families.common import ceil_div
 
-from .costmodel import POWER_LIMIT_FLOP, SINGLE_CTA_MAX_WAVES
+from .costmodel import POWER_LIMIT_FLOP, SINGLE_CTA_MAX_WAVES, b_streams
 
 SMALL_FLOP = 2 ** 33  # below: the launch and the k-loop latency dominate
 LARGE_FLOP = 2 ** 35  # above: wgmma tensor-core throughput dominates
-L2_BYTES = 50 * 2 ** 20  # the H100's L2 (the H200 has 60 MiB): an operand this large mostly streams from DRAM
 
 
 def flop(shape: tuple[int, int, int]) -> float:
@@ -226,8 +225,14 @@ def hopper_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> list
         # as many slices as fill the SMs once, each at least 256 long (64x512x2048: 8 slices 1.00, 4 slices 0.99)
         slices = [s for s in (2, 4, 8) if tiles * s <= sms and k % (8 * s) == 0 and k // s >= 256]
         if slices:
-            sliced.append(plain(tile_m=tm, tile_n=tn, schedule=sched, swap_ab=swap, scheduler="batched",
-                                splits=slices[-1]))
+            q = plain(tile_m=tm, tile_n=tn, schedule=sched, swap_ab=swap, scheduler="batched", splits=slices[-1])
+            if b_streams(shape):
+                # Each slice reads its stretch of B once, from DRAM: read as stored (N-major), it took 4% fewer
+                # cycles and energy per call than through B_col_major on 256x2048x16384 (sweep r60, one H100,
+                # power-steady, 1.051 against 1.011 of cuBLASLt in all three rounds; campaign run 43 1.008-1.012
+                # against 0.962-0.973). The K-major twin stays listed right after it.
+                sliced.append(dict(q, b_operand="row"))
+            sliced.append(q)
     out = sliced + out
     for swap, tm, tn in ((base["swap_ab"], 128, 128), (m <= 128 <= n, 128, 64)):
         pm, pn = (n, m) if swap else (m, n)
@@ -235,7 +240,7 @@ def hopper_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> list
         if tiles >= 66 or ceil_div(k, 64) < 16:
             continue
         out.append(plain(tile_m=tm, tile_n=tn, schedule="cooperative", swap_ab=swap))
-    if m <= 64 and 2 * n * k >= L2_BYTES:
+    if m <= 64 and b_streams(shape):
         # A few rows against a B larger than the L2 (64x8192x4096: 64 MB each call): a DRAM stream, where a 64x64
         # tile puts a CTA on every SM that reads B in its row-major layout (cuBLASLt's pick there is that tile, NN,
         # Nsight Compute in session 17). Against the 128x64 prior above, in one process each: 0.980 / 0.952 in graph
