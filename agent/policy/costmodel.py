@@ -120,7 +120,7 @@ def _estimate_us(family: str, p: dict[str, Any], shape: tuple[int, int, int], ar
         if not coop and (tm, tn) in ((128, 128), (64, 256), (128, 192)):
             eff *= 1.02  # ping-pong overlaps one warpgroup's epilogue with the other's mainloop
         if p["b_operand"] == "row":
-            # K slices that each stream their stretch of B from DRAM read it faster as stored: 4% fewer cycles and
+            # K slices that each stream their stretch of B from DRAM read it faster as stored: 4% less time and
             # energy per call on 256x2048x16384 (sweep r60); elsewhere the N-major B measured ~1% behind
             eff *= 1.03 if p["scheduler"] == "batched" and b_streams(shape) else 0.99
         if tk == 128:

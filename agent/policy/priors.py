@@ -227,10 +227,10 @@ def hopper_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> list
         if slices:
             q = plain(tile_m=tm, tile_n=tn, schedule=sched, swap_ab=swap, scheduler="batched", splits=slices[-1])
             if b_streams(shape):
-                # Each slice reads its stretch of B once, from DRAM: read as stored (N-major), it took 4% fewer
-                # cycles and energy per call than through B_col_major on 256x2048x16384 (sweep r60, one H100,
-                # power-steady, 1.051 against 1.011 of cuBLASLt in all three rounds; campaign run 43 1.008-1.012
-                # against 0.962-0.973). The K-major twin stays listed right after it.
+                # Each slice reads its stretch of B once, from DRAM: read as stored (N-major), it took 4% less
+                # time and energy per call than through B_col_major on 256x2048x16384 (sweep r60, one H100,
+                # power-steady, 1.051 against 1.011 of cuBLASLt in all three rounds; campaign run 43: five of six
+                # N-major twins 1.006-1.012 against 0.962-0.973). The K-major twin stays listed right after it.
                 sliced.append(dict(q, b_operand="row"))
             sliced.append(q)
     out = sliced + out
