@@ -193,7 +193,11 @@ def _summary(res, acc: str) -> dict:
 
 def _readings(entries: list[dict], cls: str) -> tuple[float | None, str]:
     """The median of a class's timed readings and the cell that lists them."""
-    xs = [e[cls]["speedup"] for e in entries if e.get(cls) and e[cls]["speedup"] is not None]
+    return _median_cell([e[cls]["speedup"] for e in entries if e.get(cls) and e[cls]["speedup"] is not None])
+
+
+def _median_cell(xs: list[float]) -> tuple[float | None, str]:
+    """The median of some readings and the cell that lists them."""
     if not xs:
         return None, "–"
     med = statistics.median(xs)
@@ -263,8 +267,8 @@ def table(rows: list[dict], done: dict, meta: dict, claims: dict[str, dict], our
                   "| M | N | K | mode | ours | release | status |", "|---|---|---|---|---|---|---|"]
         for key, es in h2h.items():
             shape, mode = key.split("/")
-            ours_med, ours_cell = _readings([{"x": {"speedup": e["ours"]}} for e in es], "x")
-            _, rel_cell = _readings([{"x": {"speedup": e["release"]}} for e in es], "x")
+            ours_cell = _median_cell([e["ours"] for e in es if e["ours"] is not None])[1]
+            rel_cell = _median_cell([e["release"] for e in es if e["release"] is not None])[1]
             bad = [e for e in es if e["status"] != "ok" or e["release_refused"]]
             status = "ok" if not bad else f"{bad[0]['status']}: {bad[0]['reason'] or bad[0]['release_refused']}"[:160]
             lines.append(f"| {' | '.join(shape.split('x'))} | {mode} | {ours_cell} | {rel_cell} | {status} |")
