@@ -149,6 +149,25 @@ def _physical_note(uuids: list[str]) -> str:
     return f" ({len(uuids)} physical GPU{'s' if len(uuids) > 1 else ''}: {ids})"
 
 
+def figures_by_gpu(rows) -> str:
+    """Which physical GPU measured each shape's figures (its median final, or the search's own where none yet), as
+    a line of the table's notes when there are several: one lent machine reads a big shape's figure up to 3% away
+    from another's, so a reader comparing two runs shape by shape needs to know which machine each came from."""
+    shapes: dict[str, set] = {}
+    for r in rows:
+        uuid = r.result.gpu.get("gpu_uuid") if r.result is not None else None
+        if uuid:
+            shapes.setdefault(uuid.removeprefix("GPU-")[:8], set()).add(r.shape)
+    if len(shapes) < 2:
+        return ""
+    ordered = sorted(shapes.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    most = len(ordered[0][1])
+    named = ["{}: {}".format(u, ", ".join("×".join(map(str, s)) for s in sorted(ss)))
+             for u, ss in (ordered[1:] if most > 1 else ordered)]
+    rest = [f"{ordered[0][0]}: the other {most} shapes"] if most > 1 else []
+    return "- figures measured on " + "; ".join(named + rest)
+
+
 def summarise_run(run_dirs: Path | list[Path], a) -> str:
     from agent.archive import Archive
     from agent.campaign import TOURNAMENT_ROUNDS
@@ -200,6 +219,7 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
              + ("" if not modes or set(modes) == set(_final_modes(search_mode).split(","))
                 else f" --final-modes {','.join(m for m in dict.fromkeys([search_mode, *modes]) if m in modes)}")
              + (f" --final-repeats {reps}" if reps not in (None, defaults["final_repeats"]) else "") + "`",
+             *([where] if (where := figures_by_gpu(rows)) else []),
              *([f"- runs combined: {', '.join(f'`{d.name}`' for d in run_dirs)} (a shape in several is taken from "
                 "the last), each run with the command above over its own shape list; this table: "
                 f"`python3 scripts/bench_builtin_policy.py --report-only --run {run_dirs[0].name} "

@@ -77,6 +77,30 @@ def test_a_tournaments_pick_shows_its_tournament_figure_and_the_header_says_how_
     assert float(after["GPU s"]) - float(before["GPU s"]) == pytest.approx(spent, abs=0.11)
 
 
+def test_a_table_over_several_gpus_says_which_one_measured_each_shape(tmp_path):
+    """A run whose slices landed on two lent machines: the notes say which GPU measured each shape's figure (its
+    median final where there is one), so two runs can be compared shape by shape on the same footing."""
+    from agent.campaign import CampaignDB
+
+    run, _, _ = _run(tmp_path)
+    a = Archive(run / "archive.sqlite")
+    args = argparse.Namespace(acc="fp32", shapes="shapes.txt", budget=3, per_step=3, ncu="off", lanes=None)
+    ev = RecordedEvaluator()
+    for shape in [(2048, 2048, 2048), (1024, 1024, 1024)]:
+        res = ev(kernel_source("tile128"), shape)
+        res.gpu["gpu_uuid"] = "GPU-2222bbbb-0000-0000-0000-000000000000"
+        a.add("r", "H200", "fp32", shape, kernel_source("tile128"), "builtin", res, family="hopper_wgmma")
+    md = _bench().summarise_run(run, args)
+    assert "figures measured on" not in md  # one GPU named: SHAPE's records carry no UUID
+    best = a.ranked("H200", "fp32", SHAPE)[0]
+    final = scaled_result(best.result, 0.97)
+    final.gpu["gpu_uuid"] = "GPU-1111aaaa-0000-0000-0000-000000000000"
+    CampaignDB(run / "campaign.sqlite").put_final("H200", "fp32", SHAPE, "offline", best.id, best.source_hash, final)
+    md = _bench().summarise_run(run, args)
+    assert "- figures measured on 1111aaaa: 4096×4096×4096; 2222bbbb: the other 2 shapes\n" in md
+    assert _bench().figures_by_gpu([]) == ""
+
+
 def test_an_unfinished_run_marks_the_figures_that_are_still_the_searchs(tmp_path):
     """Without a final measurement the table shows the search's own figure, which chose the kernel and reads high:
     it is marked, and the targets line says it is provisional; once the final is in, both go away."""
