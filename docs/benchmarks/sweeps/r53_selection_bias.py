@@ -3,8 +3,8 @@
     python3 docs/benchmarks/sweeps/r53_selection_bias.py RUN_DIR [RUN_DIR ...]   (from the repository root)
 
 For every shape of at least 2^36 FLOP in each run folder: the winner's search and confirmation readings (speedup
-against cuBLASLt-AutoTuning-max) and the median of its offline final measurements, which are separate evaluations
-taken after the pick. The search picks the highest of noisy readings, so the finals read lower on average; their
+against cuBLASLt-AutoTuning-max; the confirmation is a second evaluation up to session 33, a tournament since) and
+the median of its offline final measurements, which are separate evaluations taken after the pick. The search picks the highest of noisy readings, so the finals read lower on average; their
 ratio says how much of a leader's margin is selection rather than speed.
 """
 import math
@@ -23,12 +23,16 @@ def winners(run_dir: Path):
     archive, finals = Archive(run_dir / "archive.sqlite"), {}
     for f in CampaignDB(run_dir / "campaign.sqlite").finals():
         if f["mode"] == "offline":
-            finals.setdefault((f["shape"], f["variant_id"]), []).append(f["result"].speedup(BASELINE))
-    for (shape, vid), f in sorted(finals.items()):
+            finals.setdefault((f["gpu"], f["acc"], f["shape"], f["variant_id"]), []).append(
+                f["result"].speedup(BASELINE))
+    for (gpu, acc, shape, vid), f in sorted(finals.items()):
         if 2 * math.prod(shape) < 2 ** 36:
             continue
-        picked = [archive.get(vid).result] + archive.remeasures(vid)
-        yield shape, [r.speedup(BASELINE) for r in picked], statistics.median(f)
+        picked = [r.speedup(BASELINE) for r in [archive.get(vid).result] + archive.remeasures(vid)]
+        # since session 34 the confirmation is a tournament: the winner's figure there is its second picking reading
+        tour = archive.tournament(gpu, acc, shape)
+        picked += [x for i, x in (tour["figures"] if tour else []) if i == vid]
+        yield shape, picked, statistics.median(f)
 
 
 def main() -> int:
