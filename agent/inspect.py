@@ -168,7 +168,11 @@ def view_run(events: list[Event], console: Console, run: str) -> None:
     for c in ("shape", "steps", "evaluations", "ok", "best vs " + SPEEDUP_KEYS[0], "stopped"):
         t.add_column(c, justify="left" if c in ("shape", "stopped") else "right")
     for shape, evs in sorted(by_shape.items(), key=lambda kv: (kv[0] is None, kv[0] or ())):
-        res = [r for r in _results(evs) if not r.get("memo")]
+        # a resumed step logs the evaluations its killed predecessor had archived once more ("recovered"): each
+        # variant counts once, or a resumed shape would show more evaluations than its budget allowed
+        seen: set = set()
+        res = [r for r in _results(evs) if not r.get("memo")
+               and (r.get("variant_id") is None or not (r["variant_id"] in seen or seen.add(r["variant_id"])))]
         ok = [r for r in res if r.get("status") == "ok"]
         best = max((s for r in ok if (s := _speedup(r, SPEEDUP_KEYS[0])) is not None), default=None)
         steps = {e.step for e in evs if e.step is not None}

@@ -289,6 +289,17 @@ def test_killed_run_resumes_without_repeating_finished_evaluations(tmp_path, mon
     assert len(arch.history("H200", "fp32", (4096, 4096, 4096))) == 6
     events = list(Transcript(tmp_path / "runs" / "k" / "t.jsonl").read())
     assert any(e["node"] == "resume" and e["input"]["next"] == ["evaluate"] for e in events)
+    assert any((e.get("output") or {}).get("recovered") for e in events if e["node"] == "evaluate")
+    # the transcript's overview counts each of the six evaluations once, the ones logged again on resume included
+    import io
+
+    from rich.console import Console
+
+    from agent.inspect import load_events, view_run
+    buf = io.StringIO()
+    view_run(load_events(tmp_path / "runs" / "k" / "t.jsonl")[0], Console(file=buf, width=160), "k")
+    row = next(line for line in buf.getvalue().splitlines() if "4096x4096x4096" in line)
+    assert [c.strip() for c in row.strip("│ ").split("│")][1:4] == ["3", "6", "5"], row
     assert KEY.encode() not in all_run_bytes(tmp_path / "runs")
 
 
