@@ -60,6 +60,11 @@ def test_summary_statistics():
     r = ShapeRow((2, 2, 2), "fp32", "g", "offline",
                  result((2, 2, 2), 1.0, {"cublas-NN": 3.0, "cublas-TN": 2.0}))
     assert summarise([r], "cublas-max")["mean"] == pytest.approx(2.0)
+    # a correct kernel timed without torch beside it (a power-steady big shape) is no loss to torch: left out
+    st = summarise(rows + [r], "torch")
+    assert st["n"] == 3 and st["n_all"] == 4 and st["win_rate"] == pytest.approx(0.5)
+    st = summarise(rows + [r], "cublas-max")  # the shape with no correct kernel still counts, as no win
+    assert st["n"] == 1 and st["n_all"] == 2 and st["win_rate"] == pytest.approx(0.5)
 
 
 def test_html_is_self_contained(tmp_path):
