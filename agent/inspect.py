@@ -124,10 +124,15 @@ def kernel_sources(events: list[Event]) -> list[tuple[str, str]]:
 def _results(events: list[Event]) -> list[dict]:
     """One dict per evaluation in these events: the evaluate node's output ({variant_id, status, speedup,
     speedups, memo}), or a full EvalResult dict where a node logged one."""
-    found = []
+    found, logged = [], set()
     for e in events:
         if e.node == "evaluate" and isinstance(e.output, dict) and "status" in e.output:
-            found.append(e.output)
+            # a resumed step logs again ("recovered") what its killed predecessor had evaluated and archived: one
+            # evaluation, or a resumed shape would show more evaluations than its budget allowed
+            vid = e.output.get("variant_id")
+            if not (e.output.get("recovered") and vid in logged):
+                found.append(e.output)
+            logged.add(vid)
             continue
         for _, v in _walk(e.output):
             if isinstance(v, dict) and "status" in v and "baselines" in v and "checks" in v:
@@ -168,11 +173,7 @@ def view_run(events: list[Event], console: Console, run: str) -> None:
     for c in ("shape", "steps", "evaluations", "ok", "best vs " + SPEEDUP_KEYS[0], "stopped"):
         t.add_column(c, justify="left" if c in ("shape", "stopped") else "right")
     for shape, evs in sorted(by_shape.items(), key=lambda kv: (kv[0] is None, kv[0] or ())):
-        # a resumed step logs the evaluations its killed predecessor had archived once more ("recovered"): each
-        # variant counts once, or a resumed shape would show more evaluations than its budget allowed
-        seen: set = set()
-        res = [r for r in _results(evs) if not r.get("memo")
-               and (r.get("variant_id") is None or not (r["variant_id"] in seen or seen.add(r["variant_id"])))]
+        res = [r for r in _results(evs) if not r.get("memo")]
         ok = [r for r in res if r.get("status") == "ok"]
         best = max((s for r in ok if (s := _speedup(r, SPEEDUP_KEYS[0])) is not None), default=None)
         steps = {e.step for e in evs if e.step is not None}

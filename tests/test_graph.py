@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -289,17 +290,23 @@ def test_killed_run_resumes_without_repeating_finished_evaluations(tmp_path, mon
     assert len(arch.history("H200", "fp32", (4096, 4096, 4096))) == 6
     events = list(Transcript(tmp_path / "runs" / "k" / "t.jsonl").read())
     assert any(e["node"] == "resume" and e["input"]["next"] == ["evaluate"] for e in events)
-    assert any((e.get("output") or {}).get("recovered") for e in events if e["node"] == "evaluate")
+    # step 1's evaluations that finished before the kill are logged again on resume, marked recovered
+    recovered = [e for e in events if e["node"] == "evaluate" and (e.get("output") or {}).get("recovered")]
+    assert len(recovered) == len(done_before) - 3
     # the transcript's overview counts each of the six evaluations once, the ones logged again on resume included
     import io
 
     from rich.console import Console
 
-    from agent.inspect import load_events, view_run
+    from agent.inspect import load_events, view_run, view_shape
+    events = load_events(tmp_path / "runs" / "k" / "t.jsonl")[0]
     buf = io.StringIO()
-    view_run(load_events(tmp_path / "runs" / "k" / "t.jsonl")[0], Console(file=buf, width=160), "k")
+    view_run(events, Console(file=buf, width=160), "k")
     row = next(line for line in buf.getvalue().splitlines() if "4096x4096x4096" in line)
     assert [c.strip() for c in row.strip("│ ").split("│")][1:4] == ["3", "6", "5"], row
+    buf = io.StringIO()
+    view_shape(events, Console(file=buf, width=200), SHAPE)  # and so does each step's status count
+    assert sum(int(n) for n in re.findall(r"[a-z_]+×(\d+)", buf.getvalue())) == 6, buf.getvalue()
     assert KEY.encode() not in all_run_bytes(tmp_path / "runs")
 
 

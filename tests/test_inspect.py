@@ -91,6 +91,33 @@ def test_torn_last_line_is_reported_not_fatal(run, tmp_path):
     assert "unreadable" in buf.getvalue() and "64x64x64" in buf.getvalue()
 
 
+def test_a_resumed_steps_recovered_evaluations_count_once(run, tmp_path):
+    """On resume the graph logs again, marked recovered, what the killed process had evaluated and archived in that
+    step (agent.graph's evaluate node; tests/test_graph.py kills a run for real). Its figures must not count twice."""
+    import json
+
+    src = run.run_dir / "transcript.jsonl"
+    lines = src.read_text().splitlines()
+    evals = [json.loads(x) for x in lines if json.loads(x)["node"] == "evaluate"
+             and json.loads(x)["shape"] == [64, 64, 64] and json.loads(x)["output"].get("variant_id")]
+    again = []
+    for e in evals[:2]:
+        e["output"] = {"memo": False, "recovered": True, **{k: e["output"][k] for k in
+                                                            ("variant_id", "status", "speedup", "speedups")}}
+        again.append(json.dumps(e))
+    dst = tmp_path / "resumed" / "transcript.jsonl"
+    dst.parent.mkdir()
+    dst.write_text("\n".join(lines + again) + "\n")
+
+    def shown(path, **kw):  # the tables, without the title line that names the folder and counts the events
+        buf = io.StringIO()
+        inspect_run(str(path.parent), console=Console(file=buf, width=200), **kw)
+        return buf.getvalue().split("\n", 1)[1]
+
+    assert "│ 64x64x64 " in shown(dst) and shown(dst) == shown(src)
+    assert shown(dst, shape=(64, 64, 64)) == shown(src, shape=(64, 64, 64))
+
+
 def test_cli(run):
     import subprocess
 
