@@ -142,10 +142,14 @@ def physical_gpus(rows_and_archives) -> list[str]:
     return sorted(u for u in seen if u)
 
 
+def _short_uuid(uuid: str) -> str:
+    return uuid.removeprefix("GPU-")[:8]
+
+
 def _physical_note(uuids: list[str]) -> str:
     if not uuids:
         return ""
-    ids = ", ".join(u.removeprefix("GPU-")[:8] for u in uuids)
+    ids = ", ".join(map(_short_uuid, uuids))
     return f" ({len(uuids)} physical GPU{'s' if len(uuids) > 1 else ''}: {ids})"
 
 
@@ -157,7 +161,7 @@ def figures_by_gpu(rows) -> str:
     for r in rows:
         uuid = r.result.gpu.get("gpu_uuid") if r.result is not None else None
         if uuid:
-            shapes.setdefault(uuid.removeprefix("GPU-")[:8], set()).add(r.shape)
+            shapes.setdefault(_short_uuid(uuid), set()).add(r.shape)
     if len(shapes) < 2:
         return ""
     ordered = sorted(shapes.items(), key=lambda kv: (-len(kv[1]), kv[0]))
