@@ -71,17 +71,19 @@ def summarise(rows: list[ShapeRow], baseline: str) -> dict:
     whose kernel was timed without this baseline is left out of all of them."""
     # a correct kernel timed without this baseline says nothing about it: power-steady timing of a big shape times
     # only cuBLAS and cuBLASLt-AutoTuning beside it (evaluator.timing), and such a shape is no loss to torch
-    rows = [r for r in rows if r.result is None or r.speedup(baseline) is not None]
+    timed = [r for r in rows if r.result is None or r.speedup(baseline) is not None]
+    untimed = len(rows) - len(timed)
+    rows = timed
     vals = [s for s in (r.speedup(baseline) for r in rows) if s is not None]
     n_all = len(rows)
     if not vals:
-        return {"n": 0, "n_all": n_all, "mean": None, "median": None, "geomean": None, "win_rate": None,
-                "dispatch_mean": None}
+        return {"n": 0, "n_all": n_all, "untimed": untimed, "mean": None, "median": None, "geomean": None,
+                "win_rate": None, "dispatch_mean": None}
     wins = sum(1 for s in vals if s > 1.0)
     # A shape without a correct kernel runs the baseline under dispatch: speedup 1.
     dispatch = [max(s, 1.0) for s in vals] + [1.0] * (n_all - len(vals))
     return {
-        "n": len(vals), "n_all": n_all,
+        "n": len(vals), "n_all": n_all, "untimed": untimed,
         "mean": statistics.fmean(vals),
         "median": statistics.median(vals),
         "geomean": math.exp(statistics.fmean(math.log(max(s, 1e-9)) for s in vals)),

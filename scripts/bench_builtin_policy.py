@@ -239,6 +239,9 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
         short = [r for r in sel if not _awaiting_final(r) and _final_count(r) < want]
         # the threshold is 2^36 FLOP, i.e. 2*M*N*K >= 2^36
         big = [r.speedup(BASELINE) for r in sel if r.log2_mnk + 1 >= 36 and r.speedup(BASELINE) is not None]
+        # the evaluator always times cuBLASLt-AutoTuning: a correct kernel without that figure is a fault to show,
+        # since the summary above leaves such a shape out of its counts
+        unbased = [r.shape for r in sel if r.result is not None and r.speedup(BASELINE) is None]
         lines += [f"## {mode}", "",
                   f"geomean {_f(s['geomean'])}, win rate {_pct(s['win_rate'])} over {s['n_all']} shapes, "
                   f"shapes ≥ 2^36 FLOP: min {_f(min(big) if big else None)}, "
@@ -251,7 +254,11 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
                      + ", ".join("×".join(map(str, sh)) for sh in absent) + ".**", ""] if absent else []),
                   *([f"**{len(short)} shapes (marked †) have fewer than {want} final evaluations so far.**", ""]
                     if short else []),
-                  *([("Provisional (see above). " if pending or absent or short else "") + targets(s, big), ""]
+                  *([f"**{len(unbased)} shapes have a correct kernel but no {BASELINE} figure and are left out "
+                     "of the figures above: " + ", ".join("×".join(map(str, sh)) for sh in unbased) + ".**", ""]
+                    if unbased else []),
+                  *([("Provisional (see above). " if pending or absent or short or unbased else "")
+                     + targets(s, big), ""]
                     if mode == "offline" and a.acc == "fp32" else []),
                   "| M | N | K | speedup vs AutoTuning-max | 95% CI | final measurements | search measurements "
                   "| family | tried | correct | GPU s | nvcc s (one core each) |",

@@ -121,6 +121,25 @@ def test_an_unfinished_run_marks_the_figures_that_are_still_the_searchs(tmp_path
     assert "Unfinished" not in md and "Provisional" not in md
 
 
+def test_a_correct_kernel_without_the_autotuning_figure_is_named_not_dropped(tmp_path):
+    """The summary leaves a shape out of a baseline's counts when that baseline was not timed beside it (torch on a
+    power-steady big shape); for cuBLASLt-AutoTuning, which is always timed, that is a fault, and the table names
+    the shape and calls its targets provisional."""
+    from agent.campaign import CampaignDB
+
+    run, _, _ = _run(tmp_path)
+    args = argparse.Namespace(acc="fp32", shapes="shapes.txt", budget=3, per_step=3, ncu="off", lanes=None)
+    best = Archive(run / "archive.sqlite").ranked("H200", "fp32", SHAPE)[0]
+    final = scaled_result(best.result, 0.95)
+    for name in [n for n in final.baselines if n.startswith("cublaslt-autotune")]:
+        del final.baselines[name]
+    CampaignDB(run / "campaign.sqlite").put_final("H200", "fp32", SHAPE, "offline", best.id, best.source_hash, final)
+    md = _bench().summarise_run(run, args)
+    assert ("**1 shapes have a correct kernel but no cublaslt-autotune-max figure and are left out of the figures "
+            "above: 4096×4096×4096.**") in md
+    assert "Provisional (see above). Targets" in md
+
+
 def test_finals_stopped_part_way_are_named(tmp_path):
     """A run stopped during its finals: a shape with no final in a mode is named above that mode's table (it is not
     in it), and a shape with fewer evaluations than the run's most is marked; a complete mode says neither."""
