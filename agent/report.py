@@ -65,25 +65,28 @@ class ShapeRow:
 
 # ---------------------------------------------------------------- summary statistics
 
+def untimed(rows: list[ShapeRow], baseline: str) -> list[ShapeRow]:
+    """The rows whose correct kernel was timed without this baseline beside it: power-steady timing of a big shape
+    times only cuBLAS and cuBLASLt-AutoTuning (evaluator.timing), so such a row says nothing about torch."""
+    return [r for r in rows if r.result is not None and r.speedup(baseline) is None]
+
+
 def summarise(rows: list[ShapeRow], baseline: str) -> dict:
     """Mean/median speedup over shapes that have a correct kernel, the win rate over all shapes, and the mean
-    speedup of max(CUDA-L2, baseline), i.e. what a dispatcher that falls back to the baseline achieves. A shape
-    whose kernel was timed without this baseline is left out of all of them."""
-    # a correct kernel timed without this baseline says nothing about it: power-steady timing of a big shape times
-    # only cuBLAS and cuBLASLt-AutoTuning beside it (evaluator.timing), and such a shape is no loss to torch
-    timed = [r for r in rows if r.result is None or r.speedup(baseline) is not None]
-    untimed = len(rows) - len(timed)
-    rows = timed
+    speedup of max(CUDA-L2, baseline), i.e. what a dispatcher that falls back to the baseline achieves. The
+    `untimed` rows are left out of all of them, not counted as losses."""
+    left_out = {id(r) for r in untimed(rows, baseline)}
+    rows = [r for r in rows if id(r) not in left_out]
     vals = [s for s in (r.speedup(baseline) for r in rows) if s is not None]
     n_all = len(rows)
     if not vals:
-        return {"n": 0, "n_all": n_all, "untimed": untimed, "mean": None, "median": None, "geomean": None,
-                "win_rate": None, "dispatch_mean": None}
+        return {"n": 0, "n_all": n_all, "mean": None, "median": None, "geomean": None, "win_rate": None,
+                "dispatch_mean": None}
     wins = sum(1 for s in vals if s > 1.0)
     # A shape without a correct kernel runs the baseline under dispatch: speedup 1.
     dispatch = [max(s, 1.0) for s in vals] + [1.0] * (n_all - len(vals))
     return {
-        "n": len(vals), "n_all": n_all, "untimed": untimed,
+        "n": len(vals), "n_all": n_all,
         "mean": statistics.fmean(vals),
         "median": statistics.median(vals),
         "geomean": math.exp(statistics.fmean(math.log(max(s, 1e-9)) for s in vals)),

@@ -175,7 +175,7 @@ def figures_by_gpu(rows) -> str:
 def summarise_run(run_dirs: Path | list[Path], a) -> str:
     from agent.archive import Archive
     from agent.campaign import TOURNAMENT_ROUNDS
-    from agent.report import collect_rows, summarise
+    from agent.report import collect_rows, summarise, untimed
 
     run_dirs = [run_dirs] if isinstance(run_dirs, Path) else list(run_dirs)
     # (gpu, acc, shape, mode) -> (row, its run's archive); a later run replaces an earlier one's shape in every mode
@@ -241,7 +241,7 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
         big = [r.speedup(BASELINE) for r in sel if r.log2_mnk + 1 >= 36 and r.speedup(BASELINE) is not None]
         # the evaluator always times cuBLASLt-AutoTuning: a correct kernel without that figure is a fault to show,
         # since the summary above leaves such a shape out of its counts
-        unbased = [r.shape for r in sel if r.result is not None and r.speedup(BASELINE) is None]
+        unbased = [r.shape for r in untimed(sel, BASELINE)]
         lines += [f"## {mode}", "",
                   f"geomean {_f(s['geomean'])}, win rate {_pct(s['win_rate'])} over {s['n_all']} shapes, "
                   f"shapes ≥ 2^36 FLOP: min {_f(min(big) if big else None)}, "

@@ -4,8 +4,9 @@
 
 For every shape of at least 2^36 FLOP in each run folder: the winner's search and confirmation readings (speedup
 against cuBLASLt-AutoTuning-max; the confirmation is a second evaluation up to session 33, a tournament since) and
-the median of its offline final measurements, which are separate evaluations taken after the pick. The search picks the highest of noisy readings, so the finals read lower on average; their
-ratio says how much of a leader's margin is selection rather than speed.
+the median of its offline final measurements, which are separate evaluations taken after the pick. The search picks
+the highest of noisy readings, so the finals read lower on average; their ratio says how much of a leader's margin
+is selection rather than speed.
 """
 import math
 import statistics
