@@ -146,7 +146,9 @@ class EvaluatorSeam(Seam):
         info = compile_kernel(source, self.arch)  # cached: the loop only profiles variants it evaluated
         if not info.ok:
             return None
-        return profile_candidate(info.so_path, shape, self.pool.native_so(), acc=acc, gpu=self.gpus[0])
+        # another lane's evaluation on this GPU would be timed beside ncu's replays: hold the GPU's lane meanwhile
+        with self.pool.holding(self.gpus[0]) as g:
+            return profile_candidate(info.so_path, shape, self.pool.native_so(), acc=acc, gpu=g)
 
     def close(self) -> None:
         self.pool.close()

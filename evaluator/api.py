@@ -8,6 +8,7 @@ worker process (evaluator.pool), so crashes, sticky CUDA errors and hangs become
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -86,6 +87,7 @@ def evaluate(source: str, shape, *, acc: str = "fp32", mode: str = "offline", pr
                 raise ValueError(f"rival {name!r} does not build: {rc.status}: {rc.reason[:300]}")
             req["rivals"][name] = rc.compile.so_path
     timeout = inactivity_timeout or INACTIVITY_TIMEOUT[profile]
+    res.gpu_seconds = 0.0
     if sanitize:
         # The sanitizers are correctness checks too, so they run before any timing: checks, sanitizers, timing.
         out = pool.run({**req, "phases": ["checks"]}, timeout, gpu=gpu, on_progress=on_progress)
@@ -93,7 +95,8 @@ def evaluate(source: str, shape, *, acc: str = "fp32", mode: str = "offline", pr
         if res.status in (R.OK, R.INCORRECT, R.ESCAPED_WORK):  # it ran to the end: sanitize it too
             from evaluator.sanitize import run_sanitizers
 
-            checks = run_sanitizers(res.compile.so_path, shape, pool.native_so())
+            with _holding(pool, out.get("gpu_index"), res) as g:
+                checks = run_sanitizers(res.compile.so_path, shape, pool.native_so(), gpu=g)
             res.checks.extend(checks)
             failed = [c for c in checks if not c.passed]
             if failed and res.status == R.OK:
@@ -106,18 +109,28 @@ def evaluate(source: str, shape, *, acc: str = "fp32", mode: str = "offline", pr
     else:
         _fill(res, pool.run(req, timeout, gpu=gpu, on_progress=on_progress))
     if ncu and res.status == R.OK:
-        try:
-            from evaluator.profile import profile_candidate
-        except ImportError:
-            res.ncu = {"available": False, "reason": "profiling is not built into this evaluator yet"}
-        else:
-            res.ncu = profile_candidate(res.compile.so_path, shape, pool.native_so(), acc=acc,
-                                        gpu=res.gpu.get("gpu_index"))
+        from evaluator.profile import profile_candidate
+
+        with _holding(pool, res.gpu.get("gpu_index"), res) as g:
+            res.ncu = profile_candidate(res.compile.so_path, shape, pool.native_so(), acc=acc, gpu=g)
     res.wall_seconds = time.monotonic() - started
     return res
 
 
+@contextlib.contextmanager
+def _holding(pool: WorkerPool, gpu: int | None, res: R.EvalResult):
+    """Runs a profiler or sanitizer on the GPU the checks ran on, with the pool's other evaluations kept off it, and
+    counts that time as the evaluation's GPU time."""
+    with pool.holding(gpu) as g:
+        began = time.monotonic()
+        try:
+            yield g
+        finally:
+            res.gpu_seconds = (res.gpu_seconds or 0.0) + time.monotonic() - began
+
+
 def _fill(res: R.EvalResult, out: dict) -> None:
+    res.gpu_seconds = (res.gpu_seconds or 0.0) + out.get("held_s", 0.0)
     res.status = out.get("status", R.ERROR)
     res.reason = out.get("reason", "")
     res.checks = [R.CheckOutcome(**c) for c in out.get("checks", [])]

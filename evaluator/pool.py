@@ -6,6 +6,7 @@ gets a healthy one.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -164,6 +165,7 @@ class WorkerPool:
     def run(self, req: dict, inactivity_timeout: float = 60.0, gpu: int | None = None, on_progress=None) -> dict:
         """Returns the worker's result dict; a dead or hung worker becomes {"status": crash|timeout, ...}."""
         g = self._take(gpu)
+        held = time.monotonic()  # from here the GPU is this request's: the wait for it is not GPU time
         try:
             w = self._workers[g]
             if w is None or not w.alive():
@@ -177,9 +179,20 @@ class WorkerPool:
                 res = w.request(req, inactivity_timeout, on_progress)
             except WorkerDied as e:
                 w.kill()
-                return {"status": e.status, "reason": e.reason, "gpu_index": g}
+                return {"status": e.status, "reason": e.reason, "gpu_index": g, "held_s": time.monotonic() - held}
             res["gpu_index"] = g
+            res["held_s"] = time.monotonic() - held
             return res
+        finally:
+            self._idle.put(g)
+
+    @contextlib.contextmanager
+    def holding(self, gpu: int | None = None):
+        """Keeps this pool's evaluations off one GPU while the caller uses it for something else (a profiler, a
+        sanitizer): their kernels and replays would otherwise run beside a timed candidate. Yields the GPU."""
+        g = self._take(gpu)
+        try:
+            yield g
         finally:
             self._idle.put(g)
 

@@ -100,6 +100,9 @@ class EvalResult:
     gpu: dict[str, Any] = field(default_factory=dict)
     ncu: dict[str, Any] | None = None
     wall_seconds: float = 0.0
+    # seconds this evaluation kept its GPU from other evaluations (a wait for a GPU held by another lane excluded);
+    # None in records made before it was kept
+    gpu_seconds: float | None = None
     created_at: float = field(default_factory=time.time)
 
     @property
@@ -142,6 +145,13 @@ class EvalResult:
         """The tournament's rivals whose output was wrong after a timed batch, by name, with why; they have no
         figure in `head_to_head`."""
         return dict((self.candidate.detail.get("timing", {}).get("rivals_refused") if self.candidate else None) or {})
+
+    def gpu_time(self) -> float:
+        """`gpu_seconds` where it was kept; an older record has only its wall time less the compile, which also
+        counts any wait for a GPU that another shape's evaluation held (several lanes over one GPU)."""
+        if self.gpu_seconds is not None:
+            return self.gpu_seconds
+        return self.wall_seconds - (self.compile.seconds if self.compile else 0.0)
 
     def max_abs_diff(self) -> float | None:
         for c in self.checks:

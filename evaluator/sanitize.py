@@ -6,6 +6,7 @@ the candidate's.
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sys
@@ -17,8 +18,10 @@ from evaluator.record import CheckOutcome
 TOOLS = ("memcheck", "racecheck")
 
 
-def run_sanitizers(so_path: str, shape, native_so: str, timeout: float = 900.0) -> list[CheckOutcome]:
+def run_sanitizers(so_path: str, shape, native_so: str, timeout: float = 900.0,
+                   gpu: int | None = None) -> list[CheckOutcome]:
     exe = shutil.which("compute-sanitizer")
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(gpu)) if gpu is not None else None
     out = []
     for tool in TOOLS:
         name = f"sanitizer_{tool}"
@@ -27,7 +30,7 @@ def run_sanitizers(so_path: str, shape, native_so: str, timeout: float = 900.0) 
             continue
         cmd = [exe, f"--tool={tool}", "--error-exitcode=99", "--print-limit=20", sys.executable, "-m",
                "evaluator.oneshot", native_so, so_path, *map(str, shape)]
-        rc, text = run_in_group(cmd, timeout, cwd=str(Path(__file__).resolve().parent.parent))
+        rc, text = run_in_group(cmd, timeout, cwd=str(Path(__file__).resolve().parent.parent), env=env)
         if rc is None:
             out.append(CheckOutcome(name, False, f"did not finish within {timeout:g} s"))
             continue

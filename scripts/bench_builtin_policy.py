@@ -205,6 +205,7 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
              f"the {top} leaders\n  measured a second time and the winner chosen on both measurements (`--confirm-top`)")
     # what the run asked for is not stored with it: the most evaluations any shape of the run has in a mode
     want = max((_final_count(r) for r in rows), default=0)
+    legacy = any(res.gpu_seconds is None for r, archive in picked.values() for res in _gpu_results(archive, r))
     search_mode = getattr(a, "mode", defaults["mode"])
     modes = [m for m in MODES if any(r.mode == m for r in rows)]
     lines = [f"# Built-in policy benchmark ({a.acc} accumulation"
@@ -215,8 +216,12 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
              f"  re-measured in {', '.join(modes) or 'no mode yet'} against every baseline, interleaved in one "
              "worker process, in",
              "  separate evaluations (\"final measurements\"; the speedup and its 95% CI are the median one's);",
-             "  GPU s counts every evaluation, the second ones included; \"search measurements\" are the winner's",
-             "  own measurements during the search, which chose it as the fastest and so read high",
+             "  GPU s is the time the shape's evaluations held a GPU, the second ones included; \"search",
+             "  measurements\" are the winner's own measurements during the search, which chose it as the fastest",
+             "  and so read high",
+             *(["- this run's records predate the GPU time (session 40): their GPU s is wall time less the compile,",
+                "  which also counts waits for a GPU that another shape's evaluation held, so it overstates GPU time",
+                "  where lanes outnumber GPUs"] if legacy else []),
              f"- command: `python3 scripts/bench_builtin_policy.py --shapes {a.shapes} --budget {a.budget} "
              f"--per-step {a.per_step} --acc {a.acc} --ncu {a.ncu}" + (f" --lanes {a.lanes}" if a.lanes else "")
              + ("" if search_mode == "offline" else f" --mode {search_mode}")
@@ -267,9 +272,7 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
             archive = picked[(r.gpu, r.acc, r.shape, r.mode)][1]
             hist = archive.history(r.gpu, r.acc, r.shape)
             tour = archive.tournament(r.gpu, r.acc, r.shape)
-            gpu_s = sum(res.wall_seconds - (res.compile.seconds if res.compile else 0)
-                        for v in hist for res in [v.result, *archive.remeasures(v.id), *(
-                            [tour["result"]] if tour and v.id == tour["figures"][0][0] else [])])
+            gpu_s = sum(res.gpu_time() for res in _gpu_results(archive, r))
             cpu_s = sum(v.result.compile.build_seconds for v in hist if v.result.compile)
             win = next((v for v in hist if v.id == r.variant_id), None)
             fam = (win.family if win else "") or ""
@@ -287,6 +290,14 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
                          f"{finals} | {search or '-'} | {fam} | {r.tried} | {r.correct} | {gpu_s:.1f} | {cpu_s:.0f} |")
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def _gpu_results(archive, r) -> list:
+    """Every evaluation a shape's row spent GPU time on: each candidate's, its second measurements, the final ones
+    (kept as second measurements) and the tournament that chose the winner."""
+    tour = archive.tournament(r.gpu, r.acc, r.shape)
+    return [res for v in archive.history(r.gpu, r.acc, r.shape) for res in [v.result, *archive.remeasures(v.id), *(
+        [tour["result"]] if tour and v.id == tour["figures"][0][0] else [])]]
 
 
 def _final_count(r) -> int:

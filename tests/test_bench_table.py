@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent))
 from script_module import load_script  # noqa: E402
 from http_servers import RecordedEvaluator, kernel_source, scaled_result  # noqa: E402
@@ -51,8 +53,6 @@ def test_the_table_shows_the_winners_search_measurements(tmp_path):
 
 
 def test_a_tournaments_pick_shows_its_tournament_figure_and_the_header_says_how_it_was_chosen(tmp_path):
-    import pytest
-
     run, first, second = _run(tmp_path)
     a = Archive(run / "archive.sqlite")
     ranked = a.ranked("H200", "fp32", SHAPE)
@@ -417,3 +417,28 @@ def test_the_table_names_the_physical_gpus_behind_its_figures(tmp_path):
     CampaignDB(run / "campaign.sqlite").put_final("H200", "fp32", SHAPE, "offline", best.id, best.source_hash, final)
     md = _bench().summarise_run(run, args)
     assert "- device: H200 (2 physical GPUs: 1111aaaa, 2222bbbb); date:" in md
+
+
+def test_gpu_seconds_count_the_time_a_gpu_was_held_not_the_wait_for_it(tmp_path):
+    """Eight shapes in flight over one GPU (run 45) wait for each other: their wall times summed to 68 GPU-minutes
+    where the whole run held the machine 18 minutes. Records that kept the time they held a GPU are summed as that;
+    a run with older records says that its column is wall time."""
+    args = argparse.Namespace(acc="fp32", shapes="shapes.txt", budget=3, per_step=3, ncu="off", lanes=None)
+    assert "predate the GPU time" in _bench().summarise_run(_run(tmp_path / "old")[0], args)
+    ev, run = RecordedEvaluator(), tmp_path / "new" / "runs" / "r"
+    a = Archive(run / "archive.sqlite")
+    held = {"naive": 1.25, "tile128": 2.5, "wgmma": 4.0}
+    for tag, s in held.items():
+        res = ev(kernel_source(tag), SHAPE)
+        res.gpu_seconds, res.wall_seconds = s, 60.0  # 60 s of wall, most of it waiting for the GPU
+        a.add("r", "H200", "fp32", SHAPE, kernel_source(tag), "builtin", res, family="hopper_wgmma")
+    best = a.ranked("H200", "fp32", SHAPE)[0]
+    again = scaled_result(best.result, 0.98)
+    again.gpu_seconds = 0.5
+    a.add_remeasure(best.id, again)
+    md = _bench().summarise_run(run, args)
+    assert "predate the GPU time" not in md
+    header = next(line for line in md.splitlines() if line.startswith("| M | N | K |"))
+    row = next(line for line in md.splitlines() if line.startswith("| 4096 | 4096 | 4096 |"))
+    cells = dict(zip((c.strip() for c in header.strip("|").split("|")), (c.strip() for c in row.strip("|").split("|"))))
+    assert float(cells["GPU s"]) == pytest.approx(sum(held.values()) + 0.5, abs=0.06)

@@ -90,6 +90,26 @@ def test_a_result_names_the_physical_gpu_that_measured_it(pool):
     assert R.EvalResult.from_json(r.to_json()).gpu["gpu_uuid"] == r.gpu["gpu_uuid"]
 
 
+def test_gpu_time_leaves_out_the_wait_for_a_busy_gpu(pool):
+    """Two evaluations at once over one GPU: each holds it for its own part only, so the GPU time of both together
+    stays within the wall time they took, where their wall times summed count the wait twice."""
+    import threading
+    import time
+
+    src, out = (KERNELS / "reference_wmma.cu").read_text(), []
+    began = time.monotonic()
+    threads = [threading.Thread(target=lambda: out.append(evaluate(src, (1024, 1024, 1024), pool=pool)))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    took = time.monotonic() - began
+    assert [r.status for r in out] == [R.OK, R.OK], [r.reason for r in out]
+    assert all(0 < r.gpu_seconds <= r.wall_seconds for r in out)
+    assert sum(r.gpu_seconds for r in out) <= took < sum(r.wall_seconds for r in out)
+
+
 def test_server_mode_times_single_calls(pool):
     r = evaluate((KERNELS / "reference_wmma.cu").read_text(), (1024, 1024, 1024), mode="server", pool=pool)
     assert r.status == R.OK, r.reason
@@ -213,3 +233,4 @@ def test_sanitize_clean_reference(pool):
     r = evaluate((KERNELS / "reference_wmma.cu").read_text(), (128, 128, 256), pool=pool, sanitize=True)
     assert r.status == R.OK, r.reason
     assert {c.name for c in r.checks} >= {"sanitizer_memcheck", "sanitizer_racecheck"}
+    assert r.gpu_seconds <= r.wall_seconds  # the sanitizers held the GPU too, and count as its time

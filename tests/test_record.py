@@ -72,3 +72,17 @@ def test_compile_only_record_round_trip():
     res = R.EvalResult(status=status, reason=reason, compile=info, code_length=len(NAIVE))
     back = R.EvalResult.from_json(res.to_json())
     assert back == res and back.status == R.SCREEN_REJECTED and "cudaDeviceSynchronize" in back.reason
+
+
+def test_gpu_time_is_the_held_time_and_older_records_fall_back_to_wall_time():
+    """A record keeps the seconds its evaluation held a GPU; one written before that was kept reads back with none
+    and counts its wall time less the compile, as the benchmark tables did."""
+    res = _result()
+    old = json.loads(res.to_json())
+    del old["gpu_seconds"]
+    legacy = R.EvalResult.from_dict(old)
+    assert legacy.gpu_seconds is None
+    assert legacy.gpu_time() == pytest.approx(2.5 - res.compile.seconds)
+    res.gpu_seconds = 0.75
+    back = R.EvalResult.from_json(res.to_json())
+    assert back.gpu_seconds == 0.75 and back.gpu_time() == 0.75

@@ -67,3 +67,53 @@ def test_worker_that_cannot_start_is_reported():
     with pytest.raises(Exception, match="exited with code 3"):
         p.run({"op": "ok"}, inactivity_timeout=5)
     p.close()
+
+
+def test_gpu_time_counts_the_request_not_the_wait_for_a_busy_gpu(pool):
+    """Two requests for one GPU: the second waits for the first, and its held time leaves the wait out (a campaign
+    runs several shapes' lanes over one GPU; their wall times summed several times the machine's time)."""
+    import threading
+
+    pid_of(pool)  # a started worker, so neither request pays for the start
+    out, began = {}, time.monotonic()
+
+    def ask(name):
+        out[name] = (pool.run({"op": "slow_but_alive"}, inactivity_timeout=10), time.monotonic() - began)
+
+    threads = [threading.Thread(target=ask, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+        time.sleep(0.2)
+    for t in threads:
+        t.join()
+    (first, _), (second, second_wall) = sorted(out.values(), key=lambda x: x[1])
+    assert first["status"] == second["status"] == "ok"
+    assert second_wall >= 2.8  # five 0.3 s steps each, one after the other
+    for res in (first, second):
+        assert 1.4 <= res["held_s"] <= 2.4
+
+
+def test_holding_a_gpu_keeps_evaluations_off_it(pool):
+    """A profiler or sanitizer run takes the GPU's lane: a request that arrives meanwhile starts only after it."""
+    import threading
+
+    pid_of(pool)
+    released = {}
+
+    def hold():
+        with pool.holding(0) as g:
+            assert g == 0
+            time.sleep(1.0)
+            released["at"] = time.monotonic()
+
+    t = threading.Thread(target=hold)
+    t.start()
+    time.sleep(0.2)
+    res = pool.run({"op": "ok"}, inactivity_timeout=10)
+    done = time.monotonic()
+    t.join()
+    assert res["status"] == "ok" and done >= released["at"]
+    assert res["held_s"] < 0.5  # the wait for the held GPU is not the request's GPU time
+    with pytest.raises(ValueError, match="not in this pool"):
+        with pool.holding(3):
+            pass
