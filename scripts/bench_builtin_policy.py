@@ -205,7 +205,8 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
              f"the {top} leaders\n  measured a second time and the winner chosen on both measurements (`--confirm-top`)")
     # what the run asked for is not stored with it: the most evaluations any shape of the run has in a mode
     want = max((_final_count(r) for r in rows), default=0)
-    legacy = any(res.gpu_seconds is None for r, archive in picked.values() for res in _gpu_results(archive, r))
+    spent = {key: _gpu_results(archive, r) for key, (r, archive) in picked.items()}  # read once: notes and rows
+    legacy = any(res.gpu_seconds is None for results in spent.values() for res in results)
     search_mode = getattr(a, "mode", defaults["mode"])
     modes = [m for m in MODES if any(r.mode == m for r in rows)]
     lines = [f"# Built-in policy benchmark ({a.acc} accumulation"
@@ -272,7 +273,7 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
             archive = picked[(r.gpu, r.acc, r.shape, r.mode)][1]
             hist = archive.history(r.gpu, r.acc, r.shape)
             tour = archive.tournament(r.gpu, r.acc, r.shape)
-            gpu_s = sum(res.gpu_time() for res in _gpu_results(archive, r))
+            gpu_s = sum(res.gpu_time() for res in spent[(r.gpu, r.acc, r.shape, r.mode)])
             cpu_s = sum(v.result.compile.build_seconds for v in hist if v.result.compile)
             win = next((v for v in hist if v.id == r.variant_id), None)
             fam = (win.family if win else "") or ""
