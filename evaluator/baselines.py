@@ -9,19 +9,22 @@ import statistics
 from pathlib import Path
 from typing import Callable
 
-from evaluator.buffers import OperandSet, Reference
+from evaluator.buffers import OperandPool, OperandSet, Reference
 from evaluator.native import Native
 from evaluator.timing import Profile, steady_calls
 
 NAMES = ("torch", "cublas-NN", "cublas-TN", "cublaslt-heuristic-NN", "cublaslt-heuristic-TN",
          "cublaslt-autotune-NN", "cublaslt-autotune-TN")
-MAX_LT_ALGOS = 100
-# How a cached pick was made; a pick made another way is tuned again. "steady-1": the screening's leaders re-timed
-# power-steady when the shape is big (run 13 kept a TN pick at 160.8-167.9 us on one machine where another machine's
-# pick ran 153.4-156.0: short bursts after a neighbour's clock state rank big-shape algorithms wrongly). "steady-2":
-# the same final on every shape, since screening picks of mid shapes also ran up to 2.7% slower than the best
-# algorithm (sweeps/result_r20_autotune_mid.json) and the final costs ~3 s a layout there.
-AUTOTUNE_METHOD = "steady-2"
+# Ask cuBLASLt's heuristic for every algorithm it has for the problem (it returns fewer where it has fewer).
+MAX_LT_ALGOS = 1024
+# How a cached pick was made; a pick made another way is tuned again. "steady-3": the screening's leaders re-timed
+# power-steady (short bursts after a neighbour's clock state rank big-shape algorithms wrongly, and screening picks
+# of mid shapes ran up to 2.7% slower than the best algorithm), with the finalists kept so that the runners-up are
+# timed beside the pick in every measurement: the pick is then made again in the measurement's own regime.
+AUTOTUNE_METHOD = "steady-3"
+# Runners-up of each layout's AutoTuning timed beside its pick (named cublaslt-autotune-NN#2, ...); the
+# "-max" figure and best NVIDIA take the fastest of them in the same rounds.
+EXTRA_FINALISTS = 2
 STEADY_FINALISTS = 4
 
 
@@ -32,7 +35,12 @@ class NativeCallable:
     def call(self, ops: OperandSet) -> int:
         return self.nat.call(self.cid, *ops.args)
 
-    def time(self, ops: OperandSet, reps: int, hold: bool = True, sep: bool = False, graph: bool = False) -> float:
+    def time(self, ops: OperandSet | OperandPool, reps: int, hold: bool = True, sep: bool = False,
+             graph: bool = False) -> float:
+        """Milliseconds per call of `reps` calls; on a pool, call r uses set r (a pool never has fewer sets than
+        the batches the timing asks of it)."""
+        if isinstance(ops, OperandPool):
+            return self.nat.time_rot(self.cid, ops.table(reps), reps, hold, sep, graph)
         if graph:
             return self.nat.time_graph(self.cid, *ops.args, reps, sep)
         return self.nat.time_batch(self.cid, *ops.args, reps, hold, sep)
@@ -66,7 +74,9 @@ class TorchCallable:
             a = t.as_tensor(_CudaArray(ops.ptr["A"], (self.m, self.k)), device="cuda")
             b = t.as_tensor(_CudaArray(ops.ptr["B"], (self.k, self.n)), device="cuda")
             c = t.as_tensor(_CudaArray(ops.ptr["C"], (self.m, self.n)), device="cuda")
-            self._views = {key: (a, b, c)}
+            if len(self._views) >= 256:  # views of freed sets: their addresses may come back for other buffers
+                self._views = {}
+            self._views[key] = (a, b, c)
         return self._views[key]
 
     def call(self, ops: OperandSet) -> int:
@@ -75,14 +85,16 @@ class TorchCallable:
             self.torch.matmul(a, b, out=c)
         return 0
 
-    def time(self, ops: OperandSet, reps: int, hold: bool = True, sep: bool = False) -> float:
-        a, b, c = self._tensors(ops)
+    def time(self, ops: OperandSet | OperandPool, reps: int, hold: bool = True, sep: bool = False) -> float:
+        sets = ops.sets if isinstance(ops, OperandPool) else [ops]
+        views = [self._tensors(s) for s in sets[:reps]]
         nat = self.nat
         if hold:
             nat.ok("hold")
         nat.ok("record", 0)
         with self.torch.cuda.stream(self.stream):
-            for _ in range(reps):
+            for r in range(reps):
+                a, b, c = views[r % len(views)]
                 self.torch.matmul(a, b, out=c)
                 if sep:
                     nat.ok("separator")
@@ -182,6 +194,7 @@ def autotune_lt(nat: Native, gpu: str, lt_version: int, shape: tuple[int, int, i
             reps = max(1, min(50, int(0.2 / est[cid])))
             times[cid].append(nat.time_batch(cid, *ops.args, reps, True))
     ranked = sorted(times, key=lambda c: statistics.median(times[c]))
+    screened = list(ranked)
     best_cid = ranked[0]
     detail: dict = {"algos_offered": len(algos), "algos_valid": len(cands)}
     if finalists > 1 and len(ranked) > 1:
@@ -191,9 +204,11 @@ def autotune_lt(nat: Native, gpu: str, lt_version: int, shape: tuple[int, int, i
         best_cid = min(leaders, key=medians.__getitem__)
         detail["steady"] = {"finalists": len(leaders), "chosen_finalist": leaders.index(best_cid),
                             "finalist_median_ms": [round(medians[c], 5) for c in leaders]}
+        ranked = sorted(leaders, key=medians.__getitem__) + ranked[len(leaders):]
+    detail["finalist_algos"] = [dict(cands)[c].hex() for c in ranked[:1 + EXTRA_FINALISTS]]
     best_algo = dict(cands)[best_cid]
     detail.update({"chosen_heuristic_rank": algos.index(best_algo),
-                   "valid_rank": [a for _, a in cands].index(best_algo), "screening_rank": ranked.index(best_cid),
+                   "valid_rank": [a for _, a in cands].index(best_algo), "screening_rank": screened.index(best_cid),
                    "median_ms": statistics.median(times[best_cid]), "rounds": rounds, "cached": False})
     tmp = path.with_suffix(".tmp")
     method = AUTOTUNE_METHOD if "steady" in detail or len(ranked) == 1 else "screening"
@@ -236,4 +251,9 @@ def build_baselines(nat: Native, gpu: str, lt_version: int, shape: tuple[int, in
         algo, detail = autotune_lt(nat, gpu, lt_version, shape, acc16, bool(tn), ops, ref, prof, progress)
         cid = nat.register_lt(tn, int(acc16), m, n, k, algo)
         out[f"cublaslt-autotune-{lay}"] = NativeCallable(nat, f"cublaslt-autotune-{lay}", cid, detail)
+        runners_up = [bytes.fromhex(a) for a in detail.get("finalist_algos", []) if a != algo.hex()]
+        for i, extra in enumerate(runners_up[:EXTRA_FINALISTS], start=2):
+            name = f"cublaslt-autotune-{lay}#{i}"
+            out[name] = NativeCallable(nat, name, nat.register_lt(tn, int(acc16), m, n, k, extra),
+                                       {"finalist": i, "algo": extra.hex()})
     return out

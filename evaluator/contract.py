@@ -11,7 +11,7 @@ ARGTYPES = ("void_p", "void_p", "void_p", "void_p", "int", "int", "int", "void_p
 MAX_SOURCE_BYTES = 256 * 1024
 
 ACCUMULATORS = ("fp32", "fp16")
-MODES = ("offline", "server", "graph")
+MODES = ("offline", "server", "graph", "back-to-back", "separated", "steady")
 PROFILES = ("quick", "paper")
 
 

@@ -65,6 +65,9 @@ _SIGS = {
     "cl2_elapsed_ms": (c_float, []),
     "cl2_time_batch": (c_double, [c_int, c_void_p, c_void_p, c_void_p, c_void_p, c_int, c_int, c_int, POINTER(c_int)]),
     "cl2_time_graph": (c_double, [c_int, c_void_p, c_void_p, c_void_p, c_void_p, c_int, c_int, POINTER(c_int)]),
+    "cl2_time_rot": (c_double, [c_int, c_void_p, c_int, c_int, c_int, c_int, POINTER(c_int)]),
+    "cl2_time_graph_rot": (c_double, [c_int, c_void_p, c_int, c_int, c_int, POINTER(c_int)]),
+    "cl2_spot_check": (c_int, [c_void_p, c_int, c_int, c_int, c_int, c_int, c_ulonglong, POINTER(c_double)]),
     "cl2_separator": (c_int, []),
     "cl2_escape_probe": (c_int, [c_int, c_void_p, c_void_p, c_void_p, c_void_p, c_int, POINTER(c_double)]),
 }
@@ -144,6 +147,27 @@ class Native:
             raise CallFailed(st.value, self.lib.cl2_last_error().decode(errors="replace"))
         return ms
 
+    def time_rot(self, cid: int, table: "PointerTable", reps: int, hold: bool = True, sep: bool = False,
+                 graph: bool = False) -> float:
+        """Milliseconds per call of a batch whose call r uses operand set r % len(table) (see cl2_time_rot);
+        `graph` captures the batch once into a CUDA graph and replays it."""
+        st = c_int(0)
+        if graph:
+            ms = self.lib.cl2_time_graph_rot(cid, table.array, table.count, reps, int(sep), ctypes.byref(st))
+        else:
+            ms = self.lib.cl2_time_rot(cid, table.array, table.count, reps, int(hold), int(sep), ctypes.byref(st))
+        if st.value != 0 or ms < 0:
+            raise CallFailed(st.value, self.lib.cl2_last_error().decode(errors="replace"))
+        return ms
+
+    def spot_check(self, table: "PointerTable", m: int, n: int, k: int, samples: int, seed: int) -> list[dict]:
+        """Per operand set: the largest |C - fp32 reference| over `samples` positions drawn from `seed`, how many of
+        those outputs were not finite, and the largest |reference|."""
+        out = (c_double * (3 * table.count))()
+        self.ok("spot_check", table.array, table.count, m, n, k, samples, seed, out)
+        return [{"max_abs_diff": out[3 * i], "nonfinite": int(out[3 * i + 1]), "max_abs_ref": out[3 * i + 2]}
+                for i in range(table.count)]
+
     def lt_heuristics(self, tn: int, acc16: int, m: int, n: int, k: int, max_algos: int = 100) -> list[bytes]:
         buf = ctypes.create_string_buffer(64 * max_algos)
         got = self.lib.cl2_lt_heuristics(tn, acc16, m, n, k, max_algos, buf)
@@ -157,6 +181,15 @@ class Native:
         if cid < 0:
             raise NativeError(f"cuBLASLt setup: {self.lib.cl2_last_error().decode()}")
         return cid
+
+
+class PointerTable:
+    """(A, B, B_col_major, C) device pointers of several operand sets, laid out for the native side."""
+
+    def __init__(self, sets: list[tuple[int, int, int, int]]):
+        self.count = len(sets)
+        flat = [p for s in sets for p in s]
+        self.array = (c_void_p * len(flat))(*flat)
 
 
 class CallFailed(RuntimeError):

@@ -81,6 +81,20 @@ class Timing:
         return cls(**d)
 
 
+BEST_NVIDIA = "best-nvidia"
+
+
+def baseline_family(baseline: str, present) -> list[str] | None:
+    """The timed baselines a composite name stands for (None: `baseline` names one baseline). '-max': the NN and
+    TN variants of a baseline and their runners-up ('#2', ...); BEST_NVIDIA: every baseline."""
+    if baseline == BEST_NVIDIA:
+        return list(present)
+    if not baseline.endswith("-max"):
+        return None
+    stem = baseline[: -len("-max")]
+    return [n for n in present if n.split("#")[0] in (f"{stem}-NN", f"{stem}-TN")]
+
+
 @dataclass
 class EvalResult:
     status: str
@@ -110,13 +124,14 @@ class EvalResult:
         return self.status == OK
 
     def speedup(self, baseline: str, stat: str = "mean") -> float | None:
-        """Speedup against a baseline; '-max' names mean the faster of the NN and TN variants."""
-        if baseline.endswith("-max"):
-            stem = baseline[: -len("-max")]
-            cands = [t for n, t in self.baselines.items() if n in (f"{stem}-NN", f"{stem}-TN")]
-            if not cands:
+        """Speedup against a baseline. A '-max' name means the fastest in these rounds of the NN and TN variants
+        (AutoTuning's runners-up included: cublaslt-autotune-NN#2, ...); BEST_NVIDIA the fastest of all baselines
+        timed in these rounds, chosen by median, so the pick is made in the measurement's own regime."""
+        names = baseline_family(baseline, self.baselines)
+        if names is not None:
+            if not names:
                 return None
-            best = min(cands, key=lambda t: t.median_us)
+            best = min((self.baselines[n] for n in names), key=lambda t: t.median_us)
             return best.speedup_mean if stat == "mean" else best.speedup_median
         t = self.baselines.get(baseline)
         if t is None:
@@ -128,9 +143,8 @@ class EvalResult:
         over rounds of t_baseline / t_kernel, all from the same rounds. For a '-max' name the baseline is the variant
         with the lower median, as in `speedup`. Empty without the round-by-round times."""
         rounds = (self.candidate.detail.get("timing", {}).get("rounds_us") if self.candidate else None) or {}
-        if baseline.endswith("-max"):
-            stem = baseline[: -len("-max")]
-            names = [n for n in (f"{stem}-NN", f"{stem}-TN") if n in rounds]
+        names = baseline_family(baseline, {n: None for n in rounds if n != "candidate" and not n.startswith("rival:")})
+        if names is not None:
             baseline = min(names, key=lambda n: sorted(rounds[n])[len(rounds[n]) // 2], default=baseline)
         base = rounds.get(baseline)
         if not base:

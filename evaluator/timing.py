@@ -25,6 +25,7 @@ left out, to bound the cost).
 """
 from __future__ import annotations
 
+import math
 import random
 import time
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from typing import Callable
 
 import numpy as np
 
-from evaluator.buffers import OperandSet
+from evaluator.buffers import OperandPool
 from evaluator.native import Native
 from evaluator.record import Timing
 
@@ -65,8 +66,26 @@ PROFILES = {
     "paper": Profile(10.0, 10.0, 30, 100000, 30.0, 1.0, 2.0, 6, 10, 0.05, 500.0, 200.0, 20),
 }
 # The callables a power-steady measurement times besides the candidate (the speedup targets and cublas-NN, the
-# reference of baseline-only timing).
+# reference of baseline-only timing), with AutoTuning's runners-up (cublaslt-autotune-NN#2, ...).
 STEADY_BASELINES = ("cublas-NN", "cublas-TN", "cublaslt-autotune-NN", "cublaslt-autotune-TN")
+# The timing regimes: whether an ordinary kernel (the separator) follows every call, and when the measurement is
+# power-steady ("auto": when the shape is power-limited, see steady_reason).
+REGIMES = {
+    "back-to-back": {"separator": False, "steady": "never"},
+    "separated": {"separator": True, "steady": "never"},
+    "steady": {"separator": True, "steady": "always"},
+    "offline": {"separator": True, "steady": "auto"},
+    "graph": {"separator": True, "steady": "auto"},
+    "server": {"separator": False, "steady": "never"},
+}
+# Sampled timed outputs may be off by this many times the worst the NVIDIA baselines were off on the same kind of
+# draw (or by four half-ulps of the largest output, whichever is larger); a skipped call leaves the NaN poison and
+# a stale product is off by the size of the outputs themselves.
+SPOT_HEADROOM = 2.0
+
+
+def steady_timed(name: str) -> bool:
+    return name in STEADY_BASELINES or name.startswith("cublaslt-autotune-")
 # Names of the other kernels timed beside the candidate in a tournament (evaluate(..., rivals=)): always timed.
 RIVAL = "rival:"
 
@@ -95,7 +114,9 @@ def steady_reason(mode: str, base_ms: list[float], callables: dict[str, object],
     """Why an offline measurement is timed power-steady, or None. A shape is power-limited when its fastest baseline
     takes at least `steady_min_ms` a call, or when cuBLASLt-AutoTuning's pick ran `steady_gap` times slower held
     than in the screening's bursts (256x2048x16384 on the H200: 36 us a call held, 32 in bursts)."""
-    if mode not in ("offline", "graph") or not base_ms:
+    if REGIMES[mode]["steady"] == "always":
+        return "the power-steady regime was asked for"
+    if REGIMES[mode]["steady"] != "auto" or not base_ms:
         return None
     if min(base_ms) >= prof.steady_min_ms:
         return f"the fastest baseline takes {min(base_ms):.3f} ms a call"
@@ -106,7 +127,7 @@ def steady_reason(mode: str, base_ms: list[float], callables: dict[str, object],
     return None
 
 
-def settle(callables: dict[str, object], cand_name: str, ops: OperandSet, reps: dict[str, int], prof: Profile,
+def settle(callables: dict[str, object], cand_name: str, ops: OperandPool, reps: dict[str, int], prof: Profile,
            progress: Callable[[str], None]) -> float:
     """Warm up until the candidate's batch time is stable (three batches within 2%) and warmup_min_s has passed."""
     progress("warm-up")
@@ -123,9 +144,11 @@ def settle(callables: dict[str, object], cand_name: str, ops: OperandSet, reps: 
             return elapsed
 
 
-def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: OperandSet, mode: str, prof: Profile,
-            rng: random.Random, progress: Callable[[str], None]) -> tuple[dict[str, list[float]], dict]:
-    """Returns per-callable lists of per-round times in microseconds (same length, aligned by round)."""
+def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: OperandPool, mode: str, prof: Profile,
+            rng: random.Random, progress: Callable[[str], None], seed: int = 0) -> tuple[dict[str, list[float]], dict]:
+    """Returns per-callable lists of per-round times in microseconds (same length, aligned by round). Every timed
+    batch runs on freshly drawn inputs, one operand set per call (OperandPool), and its outputs are spot-checked:
+    meta["outputs"] says, per callable, whether every timed call's output was right (`verify_outputs`)."""
     graph_out: list[str] = []
     if mode == "graph":  # the native side captures what it calls itself: the callables with a native id
         graph_out = [n for n, c in callables.items() if not hasattr(c, "cid")]
@@ -149,18 +172,19 @@ def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: Oper
     why = steady_reason(mode, base_ms, callables, prof)
     steady = why is not None
     left_out: list[str] = []
+    # A power-steady lead-in runs on the pool's last set, never on the sets it is then timed on.
+    timed_sets = ops.count - 1 if steady and ops.count > 1 else ops.count
     if steady:
-        left_out = [n for n in callables
-                    if n != cand_name and n not in STEADY_BASELINES and not n.startswith(RIVAL)]
+        left_out = [n for n in callables if n != cand_name and not steady_timed(n) and not n.startswith(RIVAL)]
         callables = {n: c for n, c in callables.items() if n not in left_out}
         calls = {n: steady_calls(prof, est[n]) for n in callables}
         lead = {n: c[0] for n, c in calls.items()}
-        reps = {n: c[1] for n, c in calls.items()}
-    elif mode in ("offline", "graph"):
-        reps = {n: held_calls(prof.batch_target_ms, est[n]) for n in callables}
+        reps = {n: min(c[1], timed_sets) for n, c in calls.items()}
+    elif mode != "server":
+        reps = {n: min(held_calls(prof.batch_target_ms, est[n]), timed_sets) for n in callables}
     else:
         reps = {n: 1 for n in callables}
-    sep = mode in ("offline", "graph")
+    sep = REGIMES[mode]["separator"]
     graph = mode == "graph" and not steady
     warm_s = settle({n: _Held(c, hold[n], sep, graph) for n, c in callables.items()}, cand_name, ops, reps, prof,
                     progress)
@@ -168,10 +192,11 @@ def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: Oper
         est_sep = max(nat.time_batch(-1, *ops.args, 1, True, True), 1e-4)
         reps_sep = held_calls(prof.batch_target_ms, est_sep)
     times: dict[str, list[float]] = {n: [] for n in callables}
+    outputs: dict[str, list[dict]] = {n: [] for n in callables}
     sep_us: list[float] = []
     order = list(callables) + ([SEPARATOR] if sep else [])
     t0 = time.perf_counter()
-    rounds = 0
+    rounds = draw = 0
     while rounds < (prof.steady_rounds if steady else prof.max_rounds):
         elapsed = time.perf_counter() - t0
         if not steady and rounds >= prof.min_rounds and elapsed >= prof.budget_s:
@@ -181,25 +206,33 @@ def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: Oper
         rng.shuffle(order)
         raw = {}
         for name in order:
+            if name == SEPARATOR:
+                if graph:
+                    raw[name] = 1e3 * nat.time_graph(-1, *ops.args, reps_sep, True)
+                else:
+                    raw[name] = 1e3 * nat.time_batch(-1, *ops.args, reps_sep, True, True)
+                continue
+            draw += 1
+            ops.refill(reps[name], seed * 1_000_003 + draw)
+            if steady:  # reach this callable's own power state; unheld, so any number of calls can queue
+                callables[name].time(ops.sets[-1], lead[name], False, sep)
             if mode == "server":
                 time.sleep(rng.expovariate(1.0 / (prof.server_gap_ms / 1e3)))
-            if name == SEPARATOR and graph:
-                raw[name] = 1e3 * nat.time_graph(-1, *ops.args, reps_sep, True)
-            elif name == SEPARATOR:
-                raw[name] = 1e3 * nat.time_batch(-1, *ops.args, reps_sep, True, True)
-            elif graph:
+            if graph:
                 raw[name] = 1e3 * callables[name].time(ops, reps[name], True, sep, True)
             else:
-                if steady:  # reach this callable's own power state; unheld, so any number of calls can queue
-                    callables[name].time(ops, lead[name], False, sep)
                 raw[name] = 1e3 * callables[name].time(ops, reps[name], hold[name], sep)
+            outputs[name].append(ops.spot_check(reps[name], seed * 7_777_777 + draw))
         s_us = raw.get(SEPARATOR, 0.0)
         sep_us.append(s_us)
         for name in callables:
             times[name].append(max(raw[name] - s_us, 1e-3))
         rounds += 1
     meta = {"rounds": rounds, "warmup_s": round(warm_s, 3), "reps": reps,
-            "unheld": [n for n in callables if not hold[n]], "mode": mode}
+            "unheld": [n for n in callables if not hold[n]], "mode": mode,
+            "operand_sets": {"count": ops.count, "timed": timed_sets, "bytes_each": ops.first.bytes_total(),
+                             "drawn": draw},
+            "outputs": verify_outputs(outputs, [n for n in callables if n == cand_name or n.startswith(RIVAL)])}
     if mode == "graph":
         meta["graph"] = {"replayed": graph, "not_timed": graph_out}
     if sep:
@@ -210,6 +243,34 @@ def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: Oper
     return times, meta
 
 
+def _half_ulp(x: float) -> float:
+    if not x > 0 or math.isinf(x):
+        return 0.0
+    return 2.0 ** (math.floor(math.log2(min(x, 65504.0))) - 11)
+
+
+def verify_outputs(outputs: dict[str, list[dict]], judged: list[str]) -> dict[str, dict]:
+    """Per judged callable (the candidate, rivals): whether the sampled outputs of every timed batch were right.
+    The tolerance is set by the NVIDIA baselines' own sampled deviations in the same measurement (SPOT_HEADROOM
+    times the worst), never below four half-ulps of the largest output."""
+    base = [o for n, os_ in outputs.items() if n not in judged for o in os_]
+    worst_base = max((o["max_abs_diff"] for o in base if o["nonfinite"] == 0), default=0.0)
+    largest = max((o["max_abs_ref"] for os_ in outputs.values() for o in os_), default=0.0)
+    tol = max(SPOT_HEADROOM * worst_base, 4 * _half_ulp(largest))
+    out = {}
+    for name in judged:
+        batches = outputs.get(name, [])
+        bad = [i for i, o in enumerate(batches) if o["nonfinite"] or o["max_abs_diff"] > tol]
+        worst = max((o["max_abs_diff"] for o in batches), default=0.0)
+        nonfinite = sum(o["nonfinite"] for o in batches)
+        detail = "" if not bad else (
+            f"{len(bad)} of {len(batches)} timed batches returned wrong outputs (first: batch {bad[0] + 1}; "
+            f"{nonfinite} sampled outputs not written or not finite, worst |C - ref| {worst:.4g} against a "
+            f"tolerance of {tol:.4g}): the kernel skipped work or returned a product it kept from an earlier call")
+        out[name] = {"passed": not bad, "batches": len(batches), "calls_checked": sum(o["sets"] for o in batches),
+                     "failed_batches": len(bad), "nonfinite": nonfinite, "max_abs_diff": worst, "tolerance": tol,
+                     "detail": detail}
+    return out
 class _Held:
     def __init__(self, c, hold: bool, sep: bool, graph: bool = False):
         self.c, self.hold, self.sep, self.graph = c, hold, sep, graph

@@ -86,26 +86,34 @@ class Worker:
     def baselines_only(self, req: dict) -> dict:
         from evaluator.timing import measure, summarise
 
+        from evaluator.buffers import OperandPool
+
         shape, acc16, prof, ops, ref, base = self._setup(req)
+        pool = None
         try:
-            ops.fill("normal", int(req.get("seed", 1)))
+            ops.free()
+            pool = OperandPool(self.nat, *shape)
             rng = random.Random(int(req.get("seed", 1)))
             ref_name = "cublas-NN"
-            times, meta = measure(self.nat, base, ref_name, ops, req.get("mode", "offline"), prof, rng, self.progress)
+            times, meta = measure(self.nat, base, ref_name, pool, req.get("mode", "offline"), prof, rng,
+                                  self.progress, int(req.get("seed", 1)))
             details = {n: getattr(c, "detail", {}) for n, c in base.items()}
             cand_t, others = summarise(times, ref_name, details)
             others[ref_name] = cand_t
             return {"status": R.OK, "baselines": {k: _asdict(v) for k, v in others.items()}, "timing_meta": meta,
                     "gpu": self.gpu_facts()}
         finally:
+            if pool is not None:
+                pool.free()
             ops.free()
             ref.free()
             self.nat.release_callables()
 
     def evaluate(self, req: dict) -> dict:
-        from evaluator.buffers import OperandSet
+        from evaluator import stateful
+        from evaluator.buffers import OperandPool
         from evaluator.checks import Checker, CudaFault, Unsupported
-        from evaluator.timing import measure, summarise
+        from evaluator.timing import REGIMES, measure, summarise
 
         t_start = time.perf_counter()
         seed = int(req.get("seed", random.SystemRandom().randrange(1 << 40)))
@@ -136,21 +144,34 @@ class Worker:
                         "reason": "; ".join(f"{c.name}: {c.detail}" for c in failed)}
             if "timing" not in phases:
                 return {**result, "status": R.OK, "checks": _checks(checker), "timed": False}
-            # Timing on a third operand set at new addresses, with fresh inputs.
-            ops = OperandSet(self.nat, *shape, snapshots=False)
-            ops.fill("normal", seed + 606)
+            # Timing on operand sets at new addresses: one per call of a batch, refilled before every batch.
+            ops = OperandPool(self.nat, *shape)
             callables = {"candidate": cand, **rivals, **base}
             if req.get("rounds"):  # at least that many: the profile's round budget and cap give way
                 n = int(req["rounds"])
                 prof = dataclasses.replace(prof, steady_rounds=n, min_rounds=max(prof.min_rounds, n),
                                            max_rounds=max(prof.max_rounds, n))
             try:
-                times, meta = measure(self.nat, callables, "candidate", ops, req.get("mode", "offline"), prof,
-                                      random.Random(seed), self.progress)
-                checker.timed_output(ops, ref, meta["reps"]["candidate"])
+                mode = req.get("mode", "offline")
+                times, meta = measure(self.nat, callables, "candidate", ops, mode, prof, random.Random(seed),
+                                      self.progress, seed)
+                outputs = meta["outputs"]
+                checker.add("timed_outputs_verified", outputs["candidate"]["passed"], outputs["candidate"]["detail"],
+                            **{k: v for k, v in outputs["candidate"].items() if k not in ("passed", "detail")})
+                if outputs["candidate"]["passed"]:
+                    self.progress("state probe: repeated against fresh inputs")
+                    verdict = stateful.probe(callables, "candidate", ops, meta["reps"], None,
+                                             REGIMES[mode]["separator"], seed + 909)
+                    checker.add("stateless_timing", verdict.pop("passed"), verdict.pop("detail"), **verdict)
+                if all(c.passed for c in checker.checks):
+                    checker.timed_output(ops.first, ref, meta["reps"]["candidate"])
                 refused = {}
                 for name, rc in rivals.items():  # a rival's verdict is its own, not one of the candidate's checks
-                    verdict = checker.timed_output(ops, ref, meta["reps"][name], cand=rc, label=name, record=False)
+                    if not outputs[name]["passed"]:
+                        refused[name] = outputs[name]["detail"]
+                        continue
+                    verdict = checker.timed_output(ops.first, ref, meta["reps"][name], cand=rc, label=name,
+                                                   record=False)
                     if not verdict.passed:
                         refused[name] = verdict.detail
             except Exception as e:  # a fault while timing is still the candidate's fault
@@ -159,9 +180,10 @@ class Worker:
                     return {**result, "status": R.CRASH, "reason": f"CUDA error {err} while timing: {e}",
                             "checks": _checks(checker), "poisoned": True}
                 raise
-            if not checker.checks[-1].passed:
+            failed = [c for c in checker.checks if not c.passed]
+            if failed:  # no figure of a refused kernel reaches the record
                 return {**result, "status": R.INCORRECT, "checks": _checks(checker),
-                        "reason": f"timed_output_correct: {checker.checks[-1].detail}"}
+                        "reason": "; ".join(f"{c.name}: {c.detail}" for c in failed)}
             times = {n: ts for n, ts in times.items() if n not in refused}
             details = {n: getattr(c, "detail", {}) for n, c in callables.items()}
             cand_t, others = summarise(times, "candidate", details, seed)

@@ -17,7 +17,7 @@ HOSTILE = KERNELS / "hostile"
 EXPECTED = json.loads((HOSTILE / "expected.json").read_text()) if (HOSTILE / "expected.json").exists() else {}
 ALL_CHECKS = {"output_fully_written", "exact_binary", "guard_bands", "inputs_unchanged", "pointer_independence",
               "baseline_bounded_deviation", "deterministic", "accumulator_honesty", "work_completes_on_stream",
-              "waits_for_predecessor", "timed_output_correct"}
+              "waits_for_predecessor", "timed_outputs_verified", "stateless_timing", "timed_output_correct"}
 
 
 @pytest.fixture(scope="module")

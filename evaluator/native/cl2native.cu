@@ -67,6 +67,8 @@ __global__ void count_ne_u16(const uint16_t* p, size_t n, uint16_t v, unsigned l
 
 unsigned long long* g_counter = nullptr;  // device scratch for reductions
 float* g_fscratch = nullptr;
+const int kMaxSpotSets = 4096;
+unsigned int* g_spot = nullptr;  // spot-check results: 3 words per operand set
 double* g_dscratch = nullptr;
 
 int grid_for(size_t n) {
@@ -216,6 +218,31 @@ __global__ void late_writer(half* a, const half* sa, size_t na, half* b, const h
   for (size_t i = first; i < nc; i += step) c[i] = 0x7E00;
 }
 
+// Spot check of a timed output: each warp recomputes one sampled element C[i][j] in fp32 from A's row i and B's
+// column j and keeps the largest |C - ref|, the number of non-finite outputs and the largest |ref| (as float bits,
+// which order like unsigned integers for non-negative values). Sampled positions follow the seed, so a kernel cannot
+// know which elements will be read.
+__global__ void spot_check_k(const half* A, const half* B, const half* C, int M, int N, int K, int samples,
+                             unsigned long long seed, unsigned int* out) {
+  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+  if (warp >= samples) return;
+  unsigned long long h = mix64(seed ^ mix64(0x51EC7ull + (unsigned long long)warp));
+  const int i = (int)((h & 0xFFFFFFFFull) % (unsigned long long)M), j = (int)((h >> 32) % (unsigned long long)N);
+  float acc = 0.f;
+  for (int k = lane; k < K; k += 32)
+    acc += __half2float(A[(size_t)i * K + k]) * __half2float(B[(size_t)k * N + j]);
+  for (int o = 16; o > 0; o /= 2) acc += __shfl_down_sync(0xFFFFFFFFu, acc, o);
+  if (lane == 0) {
+    const float c = __half2float(C[(size_t)i * N + j]);
+    if (!isfinite(c)) {
+      atomicAdd(out + 1, 1u);
+    } else {
+      atomicMax(out, __float_as_uint(fabsf(c - acc)));
+    }
+    atomicMax(out + 2, __float_as_uint(fabsf(acc)));
+  }
+}
+
 // An ordinary (non-PDL) launch put after every call in offline timing: a candidate that overlaps its launch with
 // the previous kernel (programmatic dependent launch) then overlaps this one, as it would any kernel in a real
 // stream, never the tail of its own previous call. Its own time is measured alone and subtracted.
@@ -315,6 +342,7 @@ int cl2_init(int device) {
   CUDA_TRY(cudaMalloc(&g_hold_timed_out, sizeof(int)));
   CUDA_TRY(cudaMemset(g_hold_timed_out, 0, sizeof(int)));
   CUDA_TRY(cudaMalloc(&g_fscratch, 4 * sizeof(float)));
+  CUDA_TRY(cudaMalloc(&g_spot, 3 * kMaxSpotSets * sizeof(unsigned int)));
   CUDA_TRY(cudaMalloc(&g_dscratch, 2 * sizeof(double)));
   return 0;
 }
@@ -650,17 +678,24 @@ static double per_call_ms(cudaError_t e, const char* what, int reps, int* status
 
 // Times `reps` back-to-back calls of one callable between two events, after a held start so that host launch
 // cost is hidden (offline mode); `sep` puts the separator after every call, and id < 0 times separators alone.
-// Returns milliseconds per call, or a negative value on error (rc in *status).
-double cl2_time_batch(int id, const void* A, const void* B, const void* Bc, void* C, int reps, int hold, int sep,
-                      int* status) {
+// Call r uses operand set r % nsets of `ptrs` (A, B, B_col_major, C per set): with as many sets as calls, no two
+// calls of a batch see the same buffers or contents. Returns milliseconds per call, or a negative value on error
+// (rc in *status).
+double cl2_time_rot(int id, const void* const* ptrs, int nsets, int reps, int hold, int sep, int* status) {
   *status = 0;
+  if (nsets < 1) {
+    *status = -3;
+    fail("timed batch without operand sets", -3);
+    return -1;
+  }
   if (hold && cl2_hold()) {
     *status = -1;
     return -1;
   }
   cudaEventRecord(g_ev0, g_stream);
   for (int r = 0; r < reps; ++r) {
-    int rc = id < 0 ? 0 : call(g_calls[id], (const half*)A, (const half*)B, (const half*)Bc, (half*)C);
+    const void* const* p = ptrs + 4 * (r % nsets);
+    int rc = id < 0 ? 0 : call(g_calls[id], (const half*)p[0], (const half*)p[1], (const half*)p[2], (half*)p[3]);
     if (rc == 0 && sep && launch_separator() != cudaSuccess) rc = -2;
     if (rc) {
       *status = rc;
@@ -672,13 +707,46 @@ double cl2_time_batch(int id, const void* A, const void* B, const void* Bc, void
   return per_call_ms(cudaSuccess, "timed batch", reps, status);
 }
 
+double cl2_time_batch(int id, const void* A, const void* B, const void* Bc, void* C, int reps, int hold, int sep,
+                      int* status) {
+  const void* p[4] = {A, B, Bc, C};
+  return cl2_time_rot(id, p, 1, reps, hold, sep, status);
+}
+
+// Spot checks of the outputs now in each operand set (see spot_check_k): out[3 * s] = largest |C - ref| of set s,
+// out[3 * s + 1] = non-finite outputs among its samples, out[3 * s + 2] = largest |ref|.
+int cl2_spot_check(const void* const* ptrs, int nsets, int M, int N, int K, int samples, unsigned long long seed,
+                   double* out) {
+  if (nsets < 1 || nsets > kMaxSpotSets) return fail("spot check: operand sets out of range", -3);
+  CUDA_TRY(cudaMemsetAsync(g_spot, 0, 3 * nsets * sizeof(unsigned int), g_stream));
+  const int threads = 256, blocks = (samples * 32 + threads - 1) / threads;
+  for (int s = 0; s < nsets; ++s) {
+    const void* const* p = ptrs + 4 * s;
+    spot_check_k<<<blocks, threads, 0, g_stream>>>((const half*)p[0], (const half*)p[1], (const half*)p[3], M, N,
+                                                   K, samples, seed + (unsigned long long)s, g_spot + 3 * s);
+  }
+  CUDA_TRY(cudaGetLastError());
+  std::vector<unsigned int> host(3 * nsets);
+  CUDA_TRY(cudaMemcpyAsync(host.data(), g_spot, host.size() * sizeof(unsigned int), cudaMemcpyDeviceToHost,
+                           g_stream));
+  CUDA_TRY(cudaStreamSynchronize(g_stream));
+  for (int s = 0; s < nsets; ++s) {
+    float err, ref;
+    memcpy(&err, &host[3 * s], sizeof(float));
+    memcpy(&ref, &host[3 * s + 2], sizeof(float));
+    out[3 * s] = err;
+    out[3 * s + 1] = host[3 * s + 1];
+    out[3 * s + 2] = ref;
+  }
+  return 0;
+}
+
 // Graph mode: the same batch captured once into a CUDA graph and replayed, as a caller that replays graphs runs it.
 // A graph launches its kernels with less gap between them than a stream does, which leaves less launch for PDL to
 // hide. Instantiated graphs are kept per (callable, buffers, reps, separator) until the callables are released.
 struct GraphEntry {
   int id, reps, sep;
-  const void *A, *B, *Bc;
-  void* C;
+  std::vector<const void*> ptrs;
   cudaGraphExec_t exec;
 };
 std::vector<GraphEntry> g_graphs;
@@ -688,17 +756,18 @@ void release_graphs() {
   g_graphs.clear();
 }
 
-static int graph_for(int id, const void* A, const void* B, const void* Bc, void* C, int reps, int sep,
-                     cudaGraphExec_t* out) {
+static int graph_for(int id, const void* const* ptrs, int nsets, int reps, int sep, cudaGraphExec_t* out) {
+  std::vector<const void*> key(ptrs, ptrs + 4 * nsets);
   for (auto& g : g_graphs)
-    if (g.id == id && g.reps == reps && g.sep == sep && g.A == A && g.B == B && g.Bc == Bc && g.C == C) {
+    if (g.id == id && g.reps == reps && g.sep == sep && g.ptrs == key) {
       *out = g.exec;
       return 0;
     }
   CUDA_TRY(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
   int rc = 0;
   for (int r = 0; r < reps && rc == 0; ++r) {
-    rc = id < 0 ? 0 : call(g_calls[id], (const half*)A, (const half*)B, (const half*)Bc, (half*)C);
+    const void* const* p = ptrs + 4 * (r % nsets);
+    rc = id < 0 ? 0 : call(g_calls[id], (const half*)p[0], (const half*)p[1], (const half*)p[2], (half*)p[3]);
     if (rc == 0 && sep && launch_separator() != cudaSuccess) rc = -2;
   }
   cudaGraph_t graph = nullptr;
@@ -713,18 +782,18 @@ static int graph_for(int id, const void* A, const void* B, const void* Bc, void*
   e = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   if (e != cudaSuccess) return fail("cudaGraphInstantiate", (int)e);
-  g_graphs.push_back({id, reps, sep, A, B, Bc, C, exec});
+  g_graphs.push_back({id, reps, sep, key, exec});
   *out = exec;
   return 0;
 }
 
-// Milliseconds per call of `reps` calls replayed from one graph, after a held start (the launch of the graph is
-// queued before the GPU reaches the first event); negative on error (rc in *status).
-double cl2_time_graph(int id, const void* A, const void* B, const void* Bc, void* C, int reps, int sep,
-                      int* status) {
+// Milliseconds per call of `reps` calls replayed from one graph (call r on operand set r % nsets), after a held
+// start (the launch of the graph is queued before the GPU reaches the first event); negative on error (rc in
+// *status).
+double cl2_time_graph_rot(int id, const void* const* ptrs, int nsets, int reps, int sep, int* status) {
   *status = 0;
   cudaGraphExec_t exec = nullptr;
-  int rc = graph_for(id, A, B, Bc, C, reps, sep, &exec);
+  int rc = nsets < 1 ? -3 : graph_for(id, ptrs, nsets, reps, sep, &exec);
   if (rc != 0) {
     *status = rc;
     return -1;
@@ -735,6 +804,12 @@ double cl2_time_graph(int id, const void* A, const void* B, const void* Bc, void
   }
   cudaEventRecord(g_ev0, g_stream);
   return per_call_ms(cudaGraphLaunch(exec, g_stream), "graph replay", reps, status);
+}
+
+double cl2_time_graph(int id, const void* A, const void* B, const void* Bc, void* C, int reps, int sep,
+                      int* status) {
+  const void* p[4] = {A, B, Bc, C};
+  return cl2_time_graph_rot(id, p, 1, reps, sep, status);
 }
 
 // Escaped-work probe: event time of `reps` calls against the host wall time until the whole device is idle.
