@@ -18,6 +18,7 @@ import subprocess
 from pathlib import Path
 
 from evaluator import contract
+from evaluator.screen_state import analyse, keyword_macro_reasons, state_symbol_reasons
 
 # ---------------------------------------------------------------------------------------------------- stripping
 
@@ -260,6 +261,8 @@ def screen(source: str) -> list[str]:
             found.setdefault(name, (_line_of(code, m.start()), why))
     for name, (line, why) in sorted(found.items(), key=lambda kv: kv[1][0]):
         reasons.append(f"line {line}: {name}: {why}")
+    reasons.extend(keyword_macro_reasons(nc))
+    reasons.extend(analyse(source, code).reasons)
     reasons.extend(_hgemm_reasons(nc, code))
     return reasons
 
@@ -291,11 +294,15 @@ def _nm(args: list[str], obj: Path) -> list[str]:
     return out.splitlines()
 
 
-def screen_symbols(obj: Path) -> list[str]:
-    """Reasons to refuse a compiled object: forbidden imports, or no exported `hgemm`."""
+def screen_symbols(obj: Path, source: str | None = None) -> list[str]:
+    """Reasons to refuse a compiled object: forbidden imports, no exported `hgemm`, or (given the source it was
+    built from) writable state of the candidate's own that the text screen did not see."""
     if shutil.which("nm") is None:
         return []  # binutils absent: the text screen and the run-time checks still apply
     reasons = []
+    if source is not None:
+        _, code = strip_source(source)
+        reasons.extend(state_symbol_reasons(obj, source, code))
     undefined = [ln.strip()[2:] for ln in _nm(["-u", "-C"], obj) if ln.strip()[:2] in ("U ", "w ", "v ")]
     # Demangled C++ names keep their argument list: match on the qualified name before it.
     bad = sorted({s for s in undefined if _SYMBOL_DENY.match(s.split("(")[0])})
