@@ -569,7 +569,8 @@ def state_symbol_reasons(obj: Path, source: str, code: str, report: StateReport 
     """Writable symbols of the candidate's own that the text layer did not account for."""
     report = report or analyse(source, code)
     opened = set(re.findall(r"\bnamespace\s+([A-Za-z_]\w*)", code))
-    reasons, seen = [], set()
+    reasons: list[tuple[int, str]] = []
+    seen: set[str] = set()
     for typ, mangled, name in writable_symbols(obj):
         if _GENERATED.match(name) or _GENERATED_MANGLED.match(mangled):
             continue
@@ -591,6 +592,6 @@ def state_symbol_reasons(obj: Path, source: str, code: str, report: StateReport 
         m = re.search(rf"(?<![\w.>]){re.escape(ident)}\b", code)
         where = f"line {_line_of(code, m.start())}: " if m else ""
         spelled = "" if m else ", a name the source never spells (built by a macro)"
-        reasons.append(f"{where}`{ident}` ({name} in the compiled object{spelled}): {what} that the text does not "
-                       f"show as such (spelled through a macro?): {_STATE_WHY}")
-    return reasons
+        reasons.append((m.start() if m else len(code), f"{where}`{ident}` ({name} in the compiled object{spelled}): "
+                        f"{what} that the text does not show as such (spelled through a macro?): {_STATE_WHY}"))
+    return [r for _, r in sorted(reasons)]
