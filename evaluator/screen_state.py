@@ -163,9 +163,9 @@ def _scan(code: str) -> tuple[list[_Decl], list[_Func]]:
                 if re.search(r"\bnamespace\b", head) or re.fullmatch(r'\s*extern\s*"C"\s*', head):
                     stack.append(["namespace", i, "", stmt_start])
                     stmt_start, elided = i + 1, []
-                elif re.search(r"\benum\b", head) or re.search(r"(?<![=!<>])=(?!=)", head.split("(")[0]):
+                elif re.search(r"(?<![=!<>])=(?!=)", head.split("(")[0]):
                     stack.append(["init", i, "", stmt_start])
-                elif re.search(r"\b(?:struct|class|union)\b", head) and "(" not in head.split("=")[0]:
+                elif re.search(r"\b(?:struct|class|union|enum)\b", head) and "(" not in head:
                     stack.append(["class", i, "", stmt_start])
                     stmt_start, elided = i + 1, []
                 elif (p := head.find("(")) >= 0 and "=" not in head[:p]:
@@ -261,7 +261,7 @@ def _declarations(code: str, a: int, b: int, elided: list[tuple[int, int]], scop
 def _first_declarator(part: str) -> int | None:
     """Where the first declarator starts in a declaration, or None when it declares a function (or is something
     this reader does not know, such as a macro invocation: the object layer still sees what it expands to)."""
-    body = re.match(r"[^={(]*\b(?:struct|class|union|enum)\b[^={(]*\{\}", part)
+    body = re.match(r"[^={(]*\b(?:struct|class|union|enum)\b[^={(]*\{\s*\}", part)
     base = body.end() if body else 0  # `struct S {...} s;` declares s
     eq = re.search(r"(?<![=!<>])=(?!=)", part[base:])
     head = part[base:base + eq.start()] if eq else part[base:]
