@@ -37,6 +37,9 @@ ALLOWED: dict[str, str] = {
     "per_device": "the per-device facts cache (`static Entry known[64]` in the project's `per_device` template, filled "
                   "by a `bool fill(int device, Entry&)` function): it holds device queries and one-time "
                   "cudaFuncSetAttribute results, and a fill function sees no operand or pointer",
+    "release_stream": "the release adapter's stream slot (`static cudaStream_t stream = nullptr;` in namespace "
+                      "`cl2_release`, scripts/release_adapter.py): hgemm sets it to its own `stream` and nothing else "
+                      "writes it; it hands the stream to the release code's launches, which take no stream argument",
     "scratch": "split-K scratch: a namespace-scope `__device__` array or scalar of plain numbers, no initializer, its "
                "declaration line annotated `// cudal2: scratch`; every call rewrites it before reading and its "
                "counters return to zero (the run-time checks catch one that keeps results)",
@@ -140,10 +143,12 @@ class _Decl:
     declarator: str   # this name's declarator (pointer stars, name, array bounds, initializer)
 
 
-def _scan(code: str) -> tuple[list[_Decl], list[_Func]]:
-    """Declarations at namespace and class scope (and the function bodies, for local statics)."""
+def _scan(code: str) -> tuple[list[_Decl], list[_Func], list[tuple[int, int]]]:
+    """Declarations at namespace and class scope, the outermost function bodies (for local statics) and the class
+    bodies (a member allocated in a constructor is freed in the destructor)."""
     decls: list[_Decl] = []
     funcs: list[_Func] = []
+    classes: list[tuple[int, int]] = []
     # stack entries: [kind, open position, function name, statement start of the enclosing scope]
     stack: list[list] = [["namespace", -1, "", 0]]
     stmt_start = 0
@@ -184,6 +189,7 @@ def _scan(code: str) -> tuple[list[_Decl], list[_Func]]:
             elif k == "namespace":
                 stmt_start, elided = i + 1, []
             elif k == "class":
+                classes.append((opened, i + 1))
                 # `struct S {...} s;` declares s: the statement resumes after the body
                 stmt_start = outer_start
                 elided = [(a, b) for a, b in elided if a < opened] + [(opened, i + 1)]
@@ -192,7 +198,7 @@ def _scan(code: str) -> tuple[list[_Decl], list[_Func]]:
                 decls.extend(_declarations(code, stmt_start, i, elided, kind))
                 stmt_start, elided = i + 1, []
         i += 1
-    return decls, funcs
+    return decls, funcs, classes
 
 
 def _elide(code: str, a: int, b: int, elided: list[tuple[int, int]]) -> str:
@@ -349,6 +355,29 @@ def per_device_fingerprint(code: str, func: _Func) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def _release_stream_ok(code: str, decl: _Decl, funcs: list[_Func]) -> bool:
+    """The release adapter's `cl2_release::stream`, written only by `cl2_release::stream = stream;` in hgemm."""
+    if decl.name != "stream" or _one_line(decl.text) != "static cudaStream_t stream = nullptr":
+        return False
+    ns = None
+    for m in re.finditer(r"\bnamespace\s+cl2_release\s*\{", code):
+        end = _match_close(code, m.end() - 1, "{", "}")
+        if m.end() <= decl.pos < end:
+            ns = (m.end(), end)
+    if ns is None:
+        return False
+    write = r"\s*(?:=(?!=)|[-+*/%&|^]=|\+\+|--)"
+    writes = list(re.finditer(r"\bcl2_release\s*::\s*stream" + write + r"|(?:\+\+|--|&)\s*cl2_release\s*::\s*stream\b",
+                              code))
+    hgemm = next((f for f in funcs if f.name == "hgemm"), None)
+    if len(writes) != 1 or hgemm is None or not hgemm.start < writes[0].start() < hgemm.end:
+        return False
+    if not re.match(r"\bcl2_release\s*::\s*stream\s*=\s*stream\s*;", code[writes[0].start():]):
+        return False
+    inside = code[ns[0]:ns[1]]
+    return not re.search(r"(?<![\w.>:])stream" + write + r"|&\s*stream\b", inside.replace("stream = nullptr", "", 1))
+
+
 def _per_device_ok(code: str, func: _Func) -> str | None:
     """None when `func` is the project's per_device template and every call passes a plain fill function."""
     if per_device_fingerprint(code, func) != PER_DEVICE_SHA:
@@ -376,8 +405,9 @@ def _alloc_target(arg: str) -> str | None:
     return re.sub(r"\s+", "", m.group(1)) if m else None
 
 
-def _allocations(code: str, funcs: list[_Func]) -> tuple[list[str], set[str]]:
-    """Reasons for allocations not freed in the same function, and the names allocations are stored into."""
+def _allocations(code: str, funcs: list[_Func], classes: list[tuple[int, int]]) -> tuple[list[str], set[str]]:
+    """Reasons for allocations not freed in the same function (or, for a member, in its class: RAII), and the names
+    allocations are stored into."""
     reasons, targets = [], set()
     for m in _ALLOC.finditer(code):
         close = _match_close(code, m.end() - 1)
@@ -392,7 +422,8 @@ def _allocations(code: str, funcs: list[_Func]) -> tuple[list[str], set[str]]:
         free = re.compile(r"\b(?:cudaFree\w*|cuMemFree\w*)\s*\(\s*(?:\(\s*\w+\s*\*+\s*\)\s*|"
                           r"(?:reinterpret_cast|static_cast)\s*<[^>]*>\s*\(\s*)?" +
                           r"\s*(?:\.|->)\s*".join(map(re.escape, re.split(r"\.|->", target))) + r"\b")
-        if not free.search(code, func.start, func.end):
+        owner = min((c for c in classes if c[0] < m.start() < c[1]), key=lambda c: c[1] - c[0], default=None)
+        if not free.search(code, func.start, func.end) and not (owner and free.search(code, *owner)):
             reasons.append(f"line {_line_of(code, m.start())}: {m.group(1)}({target}) has no matching free in "
                            f"`{func.name}`: {_MEMORY_WHY}")
     return reasons, targets
@@ -413,8 +444,8 @@ def analyse(source: str, code: str) -> StateReport:
     """`code`: the source with comments and literals blanked (screen.strip_source), same length."""
     code = _blank_preprocessor(code)
     lines = source.splitlines()
-    decls, funcs = _scan(code)
-    alloc_reasons, alloc_targets = _allocations(code, funcs)
+    decls, funcs, classes = _scan(code)
+    alloc_reasons, alloc_targets = _allocations(code, funcs, classes)
     reasons: list[str] = []
     allowed: set[str] = set()
     allowed_locals: set[tuple[str, str]] = set()
@@ -456,7 +487,7 @@ def analyse(source: str, code: str) -> StateReport:
             reasons.append(f"line {line}: `// cudal2: scratch` on `{d.text}`: it is only for a namespace-scope "
                            "__device__ variable")
             continue
-        if _immutable(d.specifiers, d.declarator) or "__constant__" in words:
+        if _immutable(d.specifiers, d.declarator) or "__constant__" in words or _release_stream_ok(code, d, funcs):
             allowed.add(d.name)
             continue
         what = "a static class member" if d.scope == "class" else "a namespace-scope variable"

@@ -210,6 +210,10 @@ STATE_GOOD = {
                 "__device__ volatile int g_flag;  // cudal2: scratch\n"
                 "__global__ void k(const half* A, half* C) { atomicAdd(&g_arrivals[0], 1u); g_partials[0].x = 1; "
                 "g_flag = 0; C[0] = A[0]; }"),
+    "workspace freed by its owner's destructor": with_body(
+        "  Buffer ws(4096, stream);",
+        prelude="struct Buffer {\n  Buffer(size_t n, cudaStream_t s) : s_(s) { cudaMallocAsync(&p_, n, s_); }\n"
+                "  ~Buffer() { if (p_) cudaFreeAsync(p_, s_); }\n  void* p_ = nullptr;\n  cudaStream_t s_;\n};"),
     "workspace allocated and freed in the call": with_body(
         "  float* ws = nullptr;\n  if (cudaMallocAsync(reinterpret_cast<void**>(&ws), 4096, stream) != cudaSuccess) "
         "return 1;\n  void* raw;\n  cudaMallocAsync(&raw, 16, stream);\n  cudaFreeAsync(raw, stream);\n"
@@ -321,12 +325,29 @@ def test_the_per_device_cache_is_allowed_only_as_the_template_wrote_it():
     assert any("not the project's template" in r for r in screen(bad)), screen(bad)
 
 
+RELEASE_SLOT = "namespace cl2_release {\nstatic cudaStream_t stream = nullptr;\nEXTRA}\n"
+
+
+def test_the_release_adapters_stream_slot_is_allowed_only_as_the_adapter_writes_it():
+    good = with_body("  cl2_release::stream = stream;", RELEASE_SLOT.replace("EXTRA", ""))
+    assert screen(good) == []
+    twice = with_body("  cl2_release::stream = stream;\n  cl2_release::stream = (cudaStream_t)C;",
+                      RELEASE_SLOT.replace("EXTRA", ""))
+    assert any(r.startswith("line 4: `static cudaStream_t stream = nullptr`") for r in screen(twice)), screen(twice)
+    inside = with_body("  cl2_release::stream = stream;",
+                       RELEASE_SLOT.replace("EXTRA", "inline void keep(cudaStream_t s) { stream = s; }\n"))
+    assert screen(inside), "a write inside the namespace"
+    elsewhere = with_body("  cl2_release::stream = stream;", RELEASE_SLOT.replace("EXTRA", "").replace(
+        "cl2_release", "my_memo"))
+    assert screen(elsewhere), "another namespace"
+
+
 def test_per_device_fingerprint_matches_the_template():
     from evaluator import screen_state
 
     _, code = strip_source(PER_DEVICE)
     code = screen_state._blank_preprocessor(code)
-    _, funcs = screen_state._scan(code)
+    _, funcs, _ = screen_state._scan(code)
     assert [f.name for f in funcs] == ["per_device"]
     assert screen_state.per_device_fingerprint(code, funcs[0]) == screen_state.PER_DEVICE_SHA, (
         "agent/families/per_device.cu.j2 changed: update PER_DEVICE_SHA in evaluator/screen_state.py after review")
