@@ -40,7 +40,8 @@ ALLOWED: dict[str, str] = {
     "release_stream": "the release adapter's stream slot (`static cudaStream_t stream = nullptr;` in namespace "
                       "`cl2_release`, scripts/release_adapter.py): hgemm sets it to its own `stream` and nothing else "
                       "writes it; it hands the stream to the release code's launches, which take no stream argument",
-    "scratch": "split-K scratch: a namespace-scope `__device__` array or scalar of plain numbers, no initializer, its "
+    "scratch": "split-K scratch: a namespace-scope `__device__` (or `__constant__`) array or scalar of plain numbers, "
+               "no initializer, its "
                "declaration line annotated `// cudal2: scratch`; every call rewrites it before reading and its "
                "counters return to zero (the run-time checks catch one that keeps results)",
 }
@@ -249,7 +250,7 @@ def _declarations(code: str, a: int, b: int, elided: list[tuple[int, int]], scop
     for part_off, part in _split_top(body):
         if first:
             # the first declarator: the specifiers are what comes before its name
-            m = _first_declarator(part)
+            m = _first_declarator(part, scope == "function")
             if m is None:
                 return []
             specifiers, declarator, dpos = part[:m], part[m:], m
@@ -264,7 +265,7 @@ def _declarations(code: str, a: int, b: int, elided: list[tuple[int, int]], scop
     return out
 
 
-def _first_declarator(part: str) -> int | None:
+def _first_declarator(part: str, in_function: bool = False) -> int | None:
     """Where the first declarator starts in a declaration, or None when it declares a function (or is something
     this reader does not know, such as a macro invocation: the object layer still sees what it expands to)."""
     body = re.match(r"[^={(]*\b(?:struct|class|union|enum)\b[^={(]*\{\s*\}", part)
@@ -272,7 +273,7 @@ def _first_declarator(part: str) -> int | None:
     eq = re.search(r"(?<![=!<>])=(?!=)", part[base:])
     head = part[base:base + eq.start()] if eq else part[base:]
     paren = head.find("(")
-    if paren >= 0 and not re.match(r"\(\s*[*&]", head[paren:]):
+    if paren >= 0 and not re.match(r"\(\s*[*&]", head[paren:]) and not in_function:
         return None  # a function declaration (a direct initialization `T x(1)` is left to the object layer)
     cut = re.search(r"[\[{(]", head)
     decl_head = head[:cut.start()] if cut and head[cut.start()] != "(" else head.replace("(", " ").replace(")", " ")
@@ -333,16 +334,27 @@ def _written(code: str, name: str, decl_pos: int, is_array: bool) -> int | None:
     return None
 
 
+def _host_written(code: str, name: str) -> int | None:
+    """Where host code writes a __constant__ symbol (device code cannot): a copy to it, or its address taken."""
+    for m in re.finditer(r"\b(?:cudaMemcpyToSymbol\w*|cudaGetSymbolAddress|cuModuleGetGlobal\w*)\s*\(", code):
+        args = code[m.end():_match_close(code, m.end() - 1) - 1]
+        if re.search(rf"(?<![\w.>:]){re.escape(name)}\b", args):
+            return m.start()
+    m = re.search(rf"&\s*{re.escape(name)}\b", code)
+    return m.start() if m else None
+
+
 def _scratch_ok(decl: _Decl) -> str | None:
     """None when the declaration qualifies as annotated scratch, else why not."""
     words = _WORDS.findall(decl.specifiers)
-    if decl.scope != "namespace" or "__device__" not in words:
+    if decl.scope != "namespace" or not {"__device__", "__constant__"} & set(words):
         return "the annotation is only for a namespace-scope __device__ variable"
     if "__managed__" in words:
         return "__managed__ memory is never scratch"
     if re.search(r"[*&]", decl.declarator.split("[")[0]) or re.search(r"[={(]", decl.declarator):
         return "a scratch variable holds plain numbers (no pointer) and has no initializer"
-    if not _PLAIN_NUMBER.fullmatch(" ".join(w for w in words if w not in {"__device__", "static", "volatile"})):
+    if not _PLAIN_NUMBER.fullmatch(" ".join(w for w in words if w not in {"__device__", "__constant__", "static",
+                                                                         "volatile"})):
         return "a scratch variable holds plain numbers (int, unsigned, float, half, float4, ...)"
     return None
 
@@ -462,10 +474,20 @@ def analyse(source: str, code: str) -> StateReport:
         if "thread_local" in words:
             reasons.append(f"line {line}: `{d.text}`: thread_local state outlives the call: {_NO_STATE}")
             continue
-        if words & {"__shared__", "extern", "typedef"}:
+        if words & {"__shared__", "typedef"} or ("extern" in words and not re.search(r"[={(]", d.declarator)):
             continue  # per-block shared memory, or a declaration of something defined elsewhere
         if "__managed__" in words:
             reasons.append(f"line {line}: `{d.text}`: __managed__ memory persists between calls: {_NO_STATE}")
+            continue
+        if "__constant__" in words:
+            if annotated and (bad := _scratch_ok(d)) is not None:
+                reasons.append(f"line {line}: `// cudal2: scratch` on `{d.text}`: {bad}")
+            elif not annotated and (w := _host_written(code, d.name)) is not None:
+                reasons.append(f"line {line}: `{d.text}` (written at line {_line_of(code, w)}): a __constant__ the "
+                               f"code writes persists between calls like a __device__ global: {_NO_STATE}; "
+                               "per-call parameters are kernel arguments")
+            else:
+                allowed.add(d.name)
             continue
         if "__device__" in words:
             if _immutable(d.specifiers, d.declarator):
@@ -487,7 +509,7 @@ def analyse(source: str, code: str) -> StateReport:
             reasons.append(f"line {line}: `// cudal2: scratch` on `{d.text}`: it is only for a namespace-scope "
                            "__device__ variable")
             continue
-        if _immutable(d.specifiers, d.declarator) or "__constant__" in words or _release_stream_ok(code, d, funcs):
+        if _immutable(d.specifiers, d.declarator) or _release_stream_ok(code, d, funcs):
             allowed.add(d.name)
             continue
         what = "a static class member" if d.scope == "class" else "a namespace-scope variable"

@@ -203,6 +203,9 @@ STATE_GOOD = {
         prelude="extern __shared__ float dyn_smem[];\n__global__ void k(const half* A, half* C) {\n"
                 "  __shared__ float tile[32];\n  static __shared__ int flag;\n  tile[threadIdx.x] = 0; flag = 1;\n"
                 "  dyn_smem[0] = tile[0] + flag;\n  C[0] = A[0];\n}"),
+    "const local statics built by a constructor": with_body(
+        "  static const dim3 block(256);\n  static constexpr float kScale(1.0f);\n  (void)block; (void)kScale;"),
+    "an extern declaration": with_body("  (void)n;", "extern int n;"),
     "annotated split-K scratch": with_body(
         "  k<<<1, 32, 0, stream>>>(A, C);",
         prelude="__device__ float4 g_partials[1024];  // cudal2: scratch\n"
@@ -277,6 +280,13 @@ STATE_BAD = {
     "scratch annotation on a function-local static": (
         with_body("  static float keep[4];  // cudal2: scratch\n  (void)keep;"), 5, "function-local static"),
     "redefined keyword": (with_body("", "#define static\n"), 3, "redefine storage keywords"),
+    "extern definition": (with_body("  ++n;", "extern int n = 0;"), 3, "namespace-scope variable"),
+    "constant the host writes": (with_body("  cudaMemcpyToSymbolAsync(c_prev, A, 8, 0, cudaMemcpyDeviceToDevice, "
+                                           "stream);", "__constant__ unsigned long long c_prev;"),
+                                 3, "a __constant__ the code writes persists"),
+    "local static built by a constructor": (with_body("  static Memo memo(A);\n  (void)memo;",
+                                                      "struct Memo { explicit Memo(const half* p) : p(p) {} "
+                                                      "const half* p; };"), 5, "function-local static"),
 }
 
 
