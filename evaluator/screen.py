@@ -1,10 +1,11 @@
 """Screening: refuse a candidate source, with reasons, before it is compiled or run.
 
 Two layers. `screen(source)` reads the text (comments and string literals blanked out first, so a comment that
-mentions cudaDeviceSynchronize is not a refusal): includes against an allow-list, forbidden API names, the contract
-symbol, the size limit. `screen_symbols(object_file)` runs after `nvcc -c` and reads the object's undefined
-symbols, which is what the code really calls after the preprocessor: a forbidden function whose name was built
-with a macro, or declared by hand without its header, shows up there.
+mentions cudaDeviceSynchronize is not a refusal): includes against an allow-list, forbidden API names, cross-call
+state (evaluator/screen_state.py), the contract symbol, the size limit. `screen_symbols(object_file, source)` runs
+after `nvcc -c` and reads the object's symbols, which is what the code really is after the preprocessor: a
+forbidden function whose name was built with a macro, or declared by hand without its header, shows up among the
+undefined ones, and a `static` spelled by a macro among the writable data.
 
 Neither layer is a sandbox. What they miss, the run-time checks catch (a kernel that leaves work on another stream
 fails the end-event check, one that corrupts memory fails the guard bands or crashes its worker). Screening exists

@@ -257,7 +257,7 @@ def _declarations(code: str, a: int, b: int, elided: list[tuple[int, int]], scop
             first = False
         else:
             declarator, dpos = part, 0
-        name_m = re.match(r"[\s*&]*(?:const\s*)?(?:[\s*&]|const\b)*([A-Za-z_]\w*)", declarator)
+        name_m = re.match(r"[\s*&(]*(?:const\s*)?(?:[\s*&]|const\b)*([A-Za-z_]\w*)", declarator)
         if not name_m:
             continue
         decl_pos = off + part_off + dpos + name_m.start(1)
@@ -273,10 +273,12 @@ def _first_declarator(part: str, in_function: bool = False) -> int | None:
     eq = re.search(r"(?<![=!<>])=(?!=)", part[base:])
     head = part[base:base + eq.start()] if eq else part[base:]
     paren = head.find("(")
-    if paren >= 0 and not re.match(r"\(\s*[*&]", head[paren:]) and not in_function:
+    if paren >= 0 and re.match(r"\(\s*[*&]+\s*(?:const\s+)?[A-Za-z_]\w*\s*\)", head[paren:]):
+        return base + paren  # a pointer to a function or an array: `int (*fp)(int)`
+    if paren >= 0 and not in_function:
         return None  # a function declaration (a direct initialization `T x(1)` is left to the object layer)
     cut = re.search(r"[\[{(]", head)
-    decl_head = head[:cut.start()] if cut and head[cut.start()] != "(" else head.replace("(", " ").replace(")", " ")
+    decl_head = head[:cut.start()] if cut else head
     ids = list(re.finditer(r"[A-Za-z_]\w*", decl_head))
     if len(ids) < (1 if body else 2):
         return None

@@ -187,7 +187,8 @@ STATE_GOOD = {
                 "__global__ void k(const half* A, half* C) { C[0] = A[0] * c_scale[0] * d_lut[1] * d_read_only[0]; }"),
     "constants at every scope": with_body(
         "  static constexpr int kTile = 64;\n  static const int kWarps = 4;\n  const int local = kTile * kWarps;\n"
-        "  static_assert(kTile == 64, \"tile\");\n  (void)static_cast<int>(local); int statistics = 0; (void)statistics;",
+        "  static_assert(kTile == 64, \"tile\");\n  (void)static_cast<int>(local);\n"
+        "  int statistics = 0; (void)statistics;",
         prelude="constexpr int kBlock = 128;\nconst float kAlpha = 1.0f;\nconst half* const kNull = nullptr;\n"
                 "static const int kTable[3] = {1, 2, 3};\n"
                 "struct Cfg { static constexpr int kStages = 3; static const int kN = 2; int per_object = 0; };\n"
@@ -244,7 +245,8 @@ STATE_BAD = {
                           "namespace-scope variable"),
     "struct variable": (with_body("  memo.a = A;", "struct { const half* a; } memo;"), 3, "namespace-scope variable"),
     "inline variable": (with_body("  ++hits;", "inline int hits = 0;"), 3, "namespace-scope variable"),
-    "function pointer": (with_body("  (void)fp;", "int (*fp)(int) = nullptr;"), 3, "namespace-scope variable"),
+    "function pointer": (with_body("  (void)fp;", "int (*fp)(int) = nullptr;"), 3, "`int (*fp)(int) = nullptr`: a "
+                         "namespace-scope variable"),
     "static class member": (with_body("  ++Memo::calls;", "struct Memo { static int calls; };\nint Memo::calls = 0;"),
                             3, "static class member"),
     "static inline member": (with_body("  ++Memo::calls;", "struct Memo {\n  static inline int calls = 0;\n};"), 4,
@@ -258,16 +260,17 @@ STATE_BAD = {
     "device counter": (with_body("  k<<<1, 1, 0, stream>>>();",
                                  "__device__ int g_n;\n__global__ void k() { atomicAdd(&g_n, 1); }"),
                        3, "(written at line 4)"),
-    "device global passed as a pointer": (with_body("  k<<<1, 1, 0, stream>>>();",
-                                                    "__device__ float g_v[8];\n__device__ void f(float* p) { p[0] = 1; }\n"
-                                                    "__global__ void k() { f(g_v); }"), 3, "writable __device__"),
+    "device global passed as a pointer": (
+        with_body("  k<<<1, 1, 0, stream>>>();", "__device__ float g_v[8];\n__device__ void f(float* p) { p[0] = 1; }\n"
+                  "__global__ void k() { f(g_v); }"), 3, "writable __device__"),
     "device global written by the host": (with_body("  cudaMemcpyToSymbolAsync(g_v, A, 16, 0, "
                                                     "cudaMemcpyDeviceToDevice, stream);", "__device__ float g_v[8];"),
                                           3, "writable __device__"),
     "pointer to memory kept between calls": (
-        with_body("  if (!ws) cudaMallocAsync(reinterpret_cast<void**>(&ws), 1 << 20, stream);", "float* ws;"),
-        3, "memory kept from one call to the next"),
-    "malloc without a free": (with_body("  float* ws;\n  cudaMalloc(&ws, 64);"), 6, "cudaMalloc(ws) has no matching free"),
+        with_body("  if (!ws) cudaMallocAsync(reinterpret_cast<void**>(&ws), 1 << 20, stream);", "float* ws;"), 3,
+        "memory kept from one call to the next"),
+    "malloc without a free": (with_body("  float* ws;\n  cudaMalloc(&ws, 64);"), 6,
+                              "cudaMalloc(ws) has no matching free"),
     "scratch annotation on a host static": (with_body("  ++n;", "static int n;  // cudal2: scratch"), 3,
                                             "only for a namespace-scope __device__ variable"),
     "scratch annotation on a device pointer": (with_body("  (void)g_p;", "__device__ float* g_p;  // cudal2: scratch"),
@@ -307,8 +310,10 @@ def test_the_refusal_reads_as_documented():
 PER_DEVICE = (Path(__file__).parent.parent / "agent" / "families" / "per_device.cu.j2").read_text()
 PER_DEVICE_USE = ("struct PerDevice {\n  int ready = 0;\n  int sms = 0;\n};\n"
                   "bool fill_device(int device, PerDevice& d) {\n"
-                  "  return cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess;\n}\n")
-PER_DEVICE_CALL = "  int device = 0;\n  cudaGetDevice(&device);\n  PerDevice dev;\n  if (!per_device(device, dev, FILL)) return 3;"
+                  "  return cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, device)\n"
+                  "         == cudaSuccess;\n}\n")
+PER_DEVICE_CALL = ("  int device = 0;\n  cudaGetDevice(&device);\n  PerDevice dev;\n"
+                   "  if (!per_device(device, dev, FILL)) return 3;")
 
 
 def test_the_per_device_cache_is_allowed_only_as_the_template_wrote_it():
@@ -316,7 +321,8 @@ def test_the_per_device_cache_is_allowed_only_as_the_template_wrote_it():
     function that takes only (int device, Entry&)."""
     from evaluator import screen_state
 
-    good = with_body(PER_DEVICE_CALL.replace("FILL", "fill_device"), "namespace {\n" + PER_DEVICE + PER_DEVICE_USE + "}")
+    good = with_body(PER_DEVICE_CALL.replace("FILL", "fill_device"),
+                     "namespace {\n" + PER_DEVICE + PER_DEVICE_USE + "}")
     assert screen(good) == []
     assert "per_device" in screen_state.ALLOWED and "scratch" in screen_state.ALLOWED
     # a lambda could capture the operands
