@@ -263,7 +263,7 @@ def screen(source: str) -> list[str]:
     for name, (line, why) in sorted(found.items(), key=lambda kv: kv[1][0]):
         reasons.append(f"line {line}: {name}: {why}")
     reasons.extend(keyword_macro_reasons(nc))
-    reasons.extend(analyse(source, code).reasons)
+    reasons.extend(analyse(source, code, nc).reasons)
     reasons.extend(_hgemm_reasons(nc, code))
     return reasons
 
@@ -302,8 +302,8 @@ def screen_symbols(obj: Path, source: str | None = None) -> list[str]:
         return []  # binutils absent: the text screen and the run-time checks still apply
     reasons = []
     if source is not None:
-        _, code = strip_source(source)
-        reasons.extend(state_symbol_reasons(obj, source, code))
+        nc, code = strip_source(source)
+        reasons.extend(state_symbol_reasons(obj, source, code, nc))
     undefined = [ln.strip()[2:] for ln in _nm(["-u", "-C"], obj) if ln.strip()[:2] in ("U ", "w ", "v ")]
     # Demangled C++ names keep their argument list: match on the qualified name before it.
     bad = sorted({s for s in undefined if _SYMBOL_DENY.match(s.split("(")[0])})

@@ -132,6 +132,7 @@ class _Func:
     start: int   # the body's `{`
     end: int     # just past its `}`
     name: str
+    device: bool = False  # __global__ or __device__ (not __host__ __device__: that one also runs on the host)
 
 
 @dataclass
@@ -176,7 +177,8 @@ def _scan(code: str) -> tuple[list[_Decl], list[_Func], list[tuple[int, int]]]:
                     stmt_start, elided = i + 1, []
                 elif (p := head.find("(")) >= 0 and "=" not in head[:p]:
                     name = re.findall(r"[A-Za-z_]\w*|operator\s*\S+", head[:p])
-                    stack.append(["function", i, name[-1] if name else "", stmt_start])
+                    device = bool(re.search(r"\b(?:__global__|__device__)\b", head[:p])) and "__host__" not in head
+                    stack.append(["function", i, (name[-1] if name else "", device), stmt_start])
                 else:
                     stack.append(["init", i, "", stmt_start])  # a brace initializer: the statement goes on
         elif c == "}":
@@ -185,7 +187,7 @@ def _scan(code: str) -> tuple[list[_Decl], list[_Func], list[tuple[int, int]]]:
                 continue
             k, opened, name, outer_start = stack.pop()
             if k == "function" and stack[-1][0] != "function":
-                funcs.append(_Func(opened, i + 1, name))
+                funcs.append(_Func(opened, i + 1, *name))
                 stmt_start, elided = i + 1, []
             elif k == "namespace":
                 stmt_start, elided = i + 1, []
@@ -307,13 +309,20 @@ def _immutable(specifiers: str, declarator: str) -> bool:
     return "const" in words
 
 
-def _written(code: str, name: str, decl_pos: int, is_array: bool) -> int | None:
-    """Where the code may write `name` (a position), or None when every use reads it."""
-    for m in re.finditer(rf"(?<![\w.>:]){re.escape(name)}\b", code):
+def _written(code: str, nc: str, name: str, decl_pos: int, is_array: bool) -> int | None:
+    """Where the code may write `name` (a position), or None when every use reads it. `nc` keeps the string
+    literals: inline PTX that names the symbol (`st.global.u32 [g_x], ...`) counts as a write."""
+    if (w := _host_written(code, name)) is not None:
+        return w
+    named = re.compile(rf"(?<![\w.>:$%]){re.escape(name)}\b")
+    for m in named.finditer(nc):
+        if not named.match(code, m.start()):
+            return m.start()  # inside a string literal
+    for m in named.finditer(code):
         if m.start() == decl_pos:
             continue
         before = code[max(0, m.start() - 40):m.start()].rstrip()
-        if re.search(r"(?<!&)&$|\+\+$|--$|\b(?:ToSymbol\w*|cudaGetSymbol\w+)\s*\($|\(\s*$(?<=ToSymbolAsync\()", before):
+        if re.search(r"(?<!&)&$|\+\+$|--$", before):
             return m.start()
         if re.search(r"\bsizeof\s*\($", before):
             continue
@@ -454,8 +463,10 @@ class StateReport:
     refused: set[str]                    # names it already refused
 
 
-def analyse(source: str, code: str) -> StateReport:
-    """`code`: the source with comments and literals blanked (screen.strip_source), same length."""
+def analyse(source: str, code: str, nc: str | None = None) -> StateReport:
+    """`code`: the source with comments and literals blanked, `nc` with comments blanked (screen.strip_source), both
+    the same length as `source`."""
+    nc = code if nc is None else nc
     code = _blank_preprocessor(code)
     lines = source.splitlines()
     decls, funcs, classes = _scan(code)
@@ -502,7 +513,7 @@ def analyse(source: str, code: str) -> StateReport:
                     reasons.append(f"line {line}: `// cudal2: scratch` on `{d.text}`: {bad}")
                 continue
             is_array = "[" in d.declarator.split("=")[0]
-            if (w := _written(code, d.name, d.pos, is_array)) is not None:
+            if (w := _written(code, nc, d.name, d.pos, is_array)) is not None:
                 reasons.append(f"line {line}: `{d.text}` (written at line {_line_of(code, w)}): {_DEVICE_WHY}")
             else:
                 allowed.add(d.name)
@@ -549,6 +560,10 @@ def analyse(source: str, code: str) -> StateReport:
                 refused.add(d.name)
                 reasons.append(f"line {line}: `{d.text}`: {bad}; otherwise a function-local static is "
                                f"{why_host(d.name)}")
+            elif func.device:
+                refused.add(d.name)
+                reasons.append(f"line {line}: `{d.text}`: a static in device code is a __device__ global: it "
+                               f"persists on the GPU between calls: {_NO_STATE}")
             else:
                 refused.add(d.name)
                 reasons.append(f"line {line}: `{d.text}`: a function-local static is {why_host(d.name)}")
@@ -620,9 +635,9 @@ def writable_symbols(obj: Path) -> list[tuple[str, str, str]]:
     return [(t, m, d) for (t, m), d in zip(rows, demangled)]
 
 
-def state_symbol_reasons(obj: Path, source: str, code: str, report: StateReport | None = None) -> list[str]:
+def state_symbol_reasons(obj: Path, source: str, code: str, nc: str | None = None) -> list[str]:
     """Writable symbols of the candidate's own that the text layer did not account for."""
-    report = report or analyse(source, code)
+    report = analyse(source, code, nc)
     opened = set(re.findall(r"\bnamespace\s+([A-Za-z_]\w*)", code))
     reasons: list[tuple[int, str]] = []
     seen: set[str] = set()

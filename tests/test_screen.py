@@ -263,6 +263,13 @@ STATE_BAD = {
     "device global passed as a pointer": (
         with_body("  k<<<1, 1, 0, stream>>>();", "__device__ float g_v[8];\n__device__ void f(float* p) { p[0] = 1; }\n"
                   "__global__ void k() { f(g_v); }"), 3, "writable __device__"),
+    "device global written from inline PTX": (
+        with_body("  k<<<1, 1, 0, stream>>>();", "__device__ unsigned int g_calls;\n"
+                  "__global__ void k() { asm volatile(\"red.global.add.u32 [g_calls], 1;\"); }"), 3,
+        "writable __device__ global"),
+    "static in a kernel": (with_body("  k<<<1, 1, 0, stream>>>();",
+                                     "__global__ void k() {\n  static int seen;\n  ++seen;\n}"), 4,
+                           "a static in device code is a __device__ global"),
     "device global written by the host": (with_body("  cudaMemcpyToSymbolAsync(g_v, A, 16, 0, "
                                                     "cudaMemcpyDeviceToDevice, stream);", "__device__ float g_v[8];"),
                                           3, "writable __device__"),
