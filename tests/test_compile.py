@@ -157,7 +157,7 @@ def test_every_hostile_kernel_has_an_expectation_and_valid_fields():
               "output_fully_written", "inputs_unchanged", "pointer_independence", "deterministic",
               "work_completes_on_stream", "waits_for_predecessor", "sanitizer_memcheck", "sanitizer_racecheck",
               # the verdicts on timing: the last timed batch's output, every timed output, repeated vs changing inputs
-              "timed_output_correct", "timed_outputs_verified", "stateful_timing"}
+              "timed_output_correct", "timed_outputs_verified", "stateless_timing"}
     for name, e in expected.items():
         for verdict in (e, e.get("runtime")) if "runtime" in e else (e,):
             assert verdict["status"] in R.STATUSES, name
