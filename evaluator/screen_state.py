@@ -528,11 +528,15 @@ def analyse(source: str, code: str, nc: str | None = None) -> StateReport:
         what = "a static class member" if d.scope == "class" else "a namespace-scope variable"
         reasons.append(f"line {line}: `{d.text}`: {what} is {why_host(d.name)}")
 
+    statements: set[int] = set()
     for m in re.finditer(r"\b(static|thread_local)\b", code):
         func = next((f for f in funcs if f.start < m.start() < f.end), None)
         if func is None:
             continue
         a = max(code.rfind(";", 0, m.start()), code.rfind("{", 0, m.start()), code.rfind("}", 0, m.start())) + 1
+        if a in statements:
+            continue  # `static thread_local int x;`: one statement, read once
+        statements.add(a)
         b = m.start()
         depth = 0
         while b < len(code):

@@ -253,6 +253,7 @@ STATE_BAD = {
                              "static class member"),
     "thread_local": (with_body("  thread_local int n = 0;\n  ++n;"), 5, "thread_local"),
     "thread_local global": (with_body("  ++n;", "thread_local int n;"), 3, "thread_local"),
+    "static thread_local": (with_body("  static thread_local int n;\n  ++n;"), 5, "thread_local state outlives"),
     "managed": (with_body("  (void)m;", "__managed__ int m;"), 3, "__managed__"),
     "written device global": (with_body("  k<<<1, 1, 0, stream>>>(C);",
                                         "__device__ half g_c[64];\n__global__ void k(half* C) { g_c[0] = C[0]; }"),
