@@ -26,7 +26,7 @@ from evaluator.proc import run_in_group
 from evaluator.record import COMPILE_ERROR, COMPILE_TIMEOUT, COMPILED, SCREEN_REJECTED, CompileInfo
 
 # Bump when the build recipe changes in a way the key would not see (e.g. the symbol screen's rules).
-_RECIPE = "4"
+_RECIPE = "5"
 
 # The paper's flags, less --use_fast_math: fast math flushes fp32 denormals and swaps in approximate division,
 # sqrt and exp, so a candidate's numbers would differ from the fp32 reference (and from cuBLAS, which is not built
@@ -386,7 +386,7 @@ def compile_kernel(source: str, arch: str | None = None, *, extra_flags: Sequenc
         if rc == 0 and screen_source:
             from evaluator.screen import screen_symbols  # noqa: PLC0415
 
-            refusal = screen_symbols(build_dir / "kernel.o")
+            refusal = screen_symbols(build_dir / "kernel.o", source)
         if rc == 0 and not refusal:
             cmd_l = [nvcc, "-shared", *gencode_flags(arch), "kernel.o", *link, "-o", "kernel.so"]
             rc, out = _run(cmd_l, build_dir, deadline)

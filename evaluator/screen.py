@@ -1,10 +1,11 @@
 """Screening: refuse a candidate source, with reasons, before it is compiled or run.
 
 Two layers. `screen(source)` reads the text (comments and string literals blanked out first, so a comment that
-mentions cudaDeviceSynchronize is not a refusal): includes against an allow-list, forbidden API names, the contract
-symbol, the size limit. `screen_symbols(object_file)` runs after `nvcc -c` and reads the object's undefined
-symbols, which is what the code really calls after the preprocessor: a forbidden function whose name was built
-with a macro, or declared by hand without its header, shows up there.
+mentions cudaDeviceSynchronize is not a refusal): includes against an allow-list, forbidden API names, cross-call
+state (evaluator/screen_state.py), the contract symbol, the size limit. `screen_symbols(object_file, source)` runs
+after `nvcc -c` and reads the object's symbols, which is what the code really is after the preprocessor: a
+forbidden function whose name was built with a macro, or declared by hand without its header, shows up among the
+undefined ones, and a `static` spelled by a macro among the writable data.
 
 Neither layer is a sandbox. What they miss, the run-time checks catch (a kernel that leaves work on another stream
 fails the end-event check, one that corrupts memory fails the guard bands or crashes its worker). Screening exists
@@ -18,6 +19,7 @@ import subprocess
 from pathlib import Path
 
 from evaluator import contract
+from evaluator.screen_state import analyse, keyword_macro_reasons, state_symbol_reasons
 
 # ---------------------------------------------------------------------------------------------------- stripping
 
@@ -260,6 +262,8 @@ def screen(source: str) -> list[str]:
             found.setdefault(name, (_line_of(code, m.start()), why))
     for name, (line, why) in sorted(found.items(), key=lambda kv: kv[1][0]):
         reasons.append(f"line {line}: {name}: {why}")
+    reasons.extend(keyword_macro_reasons(nc))
+    reasons.extend(analyse(source, code, nc).reasons)
     reasons.extend(_hgemm_reasons(nc, code))
     return reasons
 
@@ -291,11 +295,15 @@ def _nm(args: list[str], obj: Path) -> list[str]:
     return out.splitlines()
 
 
-def screen_symbols(obj: Path) -> list[str]:
-    """Reasons to refuse a compiled object: forbidden imports, or no exported `hgemm`."""
+def screen_symbols(obj: Path, source: str | None = None) -> list[str]:
+    """Reasons to refuse a compiled object: forbidden imports, no exported `hgemm`, or (given the source it was
+    built from) writable state of the candidate's own that the text screen did not see."""
     if shutil.which("nm") is None:
         return []  # binutils absent: the text screen and the run-time checks still apply
     reasons = []
+    if source is not None:
+        nc, code = strip_source(source)
+        reasons.extend(state_symbol_reasons(obj, source, code, nc))
     undefined = [ln.strip()[2:] for ln in _nm(["-u", "-C"], obj) if ln.strip()[:2] in ("U ", "w ", "v ")]
     # Demangled C++ names keep their argument list: match on the qualified name before it.
     bad = sorted({s for s in undefined if _SYMBOL_DENY.match(s.split("(")[0])})

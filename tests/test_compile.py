@@ -155,13 +155,18 @@ def test_every_hostile_kernel_has_an_expectation_and_valid_fields():
     assert sorted(expected) == files and len(files) >= 14
     checks = {"exact_binary", "baseline_bounded_deviation", "accumulator_honesty", "guard_bands",
               "output_fully_written", "inputs_unchanged", "pointer_independence", "deterministic",
-              "work_completes_on_stream", "waits_for_predecessor", "sanitizer_memcheck", "sanitizer_racecheck"}
+              "work_completes_on_stream", "waits_for_predecessor", "sanitizer_memcheck", "sanitizer_racecheck",
+              # the verdicts on timing: the last timed batch's output, every timed output, repeated vs changing inputs
+              "timed_output_correct", "timed_outputs_verified", "stateless_timing"}
     for name, e in expected.items():
-        assert e["status"] in R.STATUSES, name
-        assert e["check"] is None or e["check"] in checks, name
-        assert (e["status"] == R.INCORRECT) <= (e["check"] is not None), name
-        assert set(e.get("also", [])) <= checks, name
+        for verdict in (e, e.get("runtime")) if "runtime" in e else (e,):
+            assert verdict["status"] in R.STATUSES, name
+            assert verdict["check"] is None or verdict["check"] in checks, name
+            assert (verdict["status"] == R.INCORRECT) <= (verdict["check"] is not None), name
+            assert set(verdict.get("also", [])) <= checks, name
         assert e["why"] and len(e["shape"]) == 3, name
+        if "screen_line" in e:
+            assert e["status"] == R.SCREEN_REJECTED and e["screen_reason"] and "runtime" in e, name
 
 
 def test_hostile_kernels_compile_unless_screened():

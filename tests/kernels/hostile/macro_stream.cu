@@ -1,6 +1,7 @@
 // Hostile: creates a stream whose API name is pasted together by the preprocessor, so no forbidden name appears
 // in the text. The object file still imports cudaStreamCreateWithFlags. Expected: refused by the symbol screen
-// after `nvcc -c` (status screen_rejected).
+// after `nvcc -c` (status screen_rejected). The stream is made and released in each call, so that nothing but the
+// pasted names is left for the screen to refuse.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -21,10 +22,11 @@ extern "C" int hgemm(const half* A, const half* B, const half* B_col_major, half
                      int M, int N, int K, cudaStream_t stream) {
   (void)B_col_major;
   (void)stream;
-  static cudaStream_t own = nullptr;
-  if (!own) CUDA_API(Stream, CreateWithFlags)(&own, cudaStreamNonBlocking);
+  cudaStream_t own = nullptr;
+  if (CUDA_API(Stream, CreateWithFlags)(&own, cudaStreamNonBlocking) != cudaSuccess) return 1;
   dim3 block(32, 8);
   dim3 grid((N + block.x - 1) / block.x, (M + block.y - 1) / block.y);
   naive_hgemm<<<grid, block, 0, own>>>(A, B, C, M, N, K);
+  CUDA_API(Stream, Destroy)(own);  // released once its work is done
   return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }
