@@ -1,5 +1,6 @@
-"""Kernels that keep state between calls, with the source screen bypassed: the run-time defences alone refuse each
-one for what it did, and none of their timings reaches a record."""
+"""Kernels that keep state between calls (the red team's entries with a `runtime` verdict), with the source screen
+bypassed: the run-time defences alone refuse each one for what it did, and none of their timings reaches a record.
+An honest kernel passes the same checks."""
 import json
 from pathlib import Path
 
@@ -10,8 +11,9 @@ from evaluator.api import evaluate
 from evaluator.pool import WorkerPool
 
 pytestmark = pytest.mark.gpu
-STATEFUL = Path(__file__).with_name("kernels") / "stateful"
-EXPECTED = json.loads((STATEFUL / "expected.json").read_text())
+KERNELS = Path(__file__).with_name("kernels")
+RUNTIME = {n: e for n, e in json.loads((KERNELS / "hostile" / "expected.json").read_text()).items()
+           if "runtime" in e}
 
 
 @pytest.fixture(scope="module")
@@ -21,10 +23,11 @@ def pool():
     p.close()
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_stateful_kernel_is_refused_at_run_time(pool, name):
-    exp = EXPECTED[name]
-    r = evaluate((STATEFUL / name).read_text(), (256, 256, 512), pool=pool, screen=False, inactivity_timeout=60)
+@pytest.mark.parametrize("name", sorted(RUNTIME))
+def test_with_the_screen_bypassed_the_run_time_refuses_each_state_kernel(pool, name):
+    exp = RUNTIME[name]["runtime"]
+    r = evaluate((KERNELS / "hostile" / name).read_text(), tuple(RUNTIME[name]["shape"]), pool=pool, screen=False,
+                 inactivity_timeout=60)
     assert r.status == exp["status"], (r.status, r.reason)
     failed = {c.name for c in r.checks if not c.passed}
     assert exp["check"] in failed, (failed, r.reason)
@@ -32,7 +35,7 @@ def test_stateful_kernel_is_refused_at_run_time(pool, name):
 
 
 def test_an_honest_kernel_passes_the_state_checks(pool):
-    r = evaluate((STATEFUL.parent / "reference_wmma.cu").read_text(), (256, 256, 512), pool=pool)
+    r = evaluate((KERNELS / "reference_wmma.cu").read_text(), (256, 256, 512), pool=pool)
     assert r.status == R.OK, r.reason
     checks = {c.name: c for c in r.checks}
     assert checks["timed_outputs_verified"].passed and checks["stateless_timing"].passed
