@@ -3,7 +3,7 @@
     make_seam(cluster, gpus) -> Seam        what `cudal2 campaign --cluster ...` calls
 
 Ray is an optional extra (`pip install 'cuda-l2[ray]'`) and is imported only here, when a cluster is asked for;
-the single-machine campaign (agent.campaign.EvaluatorSeam over --gpus) never needs it.
+the single-machine campaign (agent.campaign.driver.EvaluatorSeam over --gpus) never needs it.
 """
 from __future__ import annotations
 

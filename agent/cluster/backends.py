@@ -138,15 +138,15 @@ class EvaluatorGPU:
         self.profiles = shutil.which("ncu") is not None
         self._facts = None
 
-    # The campaign's own code for these (agent.campaign.EvaluatorSeam), on this actor's one GPU: the attributes
+    # The campaign's own code for these (agent.campaign.driver.EvaluatorSeam), on this actor's one GPU: the attributes
     # they read (pool, gpus, arch, profiles, _facts) are the same here.
     def gpu_facts(self) -> dict:
-        from agent.campaign import EvaluatorSeam
+        from agent.campaign.driver import EvaluatorSeam
 
         return EvaluatorSeam.gpu_facts(self)
 
     def profile(self, source: str, shape, *, acc: str) -> dict | None:
-        from agent.campaign import EvaluatorSeam
+        from agent.campaign.driver import EvaluatorSeam
 
         return EvaluatorSeam.profile(self, source, tuple(shape), acc=acc)
 

@@ -1,6 +1,6 @@
 """RaySeam: the campaign's GPU seam over a Ray cluster.
 
-The campaign driver (agent.campaign.run_campaign) stays one process: it proposes, archives and checkpoints; this
+The campaign driver (agent.campaign.driver.run_campaign) stays one process: it proposes, archives and checkpoints; this
 seam only decides where builds and evaluations run.
 
 - One GpuActor per GPU on every node (pinned to its node), each with its own evaluator worker subprocess.
@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from agent.campaign import CampaignError, Seam
+from agent.campaign.driver import CampaignError, Seam
 from agent.cluster.routing import NoLiveGPU, ShapeRouter
 from evaluator.record import EvalResult
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import tenacity
 
-from agent.config import ModelConfig
+from agent.campaign.config import ModelConfig
 from agent.proposers.parse import parse_reply
 from agent.secrets import scrub
 
@@ -29,7 +29,7 @@ class ProposalContext:
     gpu_name: str = ""
     gpu_facts: dict[str, Any] = field(default_factory=dict)
     step: int = 0
-    # Earlier variants of this (gpu, acc, shape), oldest first; see agent.archive.Variant.as_history().
+    # Earlier variants of this (gpu, acc, shape), oldest first; see agent.campaign.archive.Variant.as_history().
     history: list[dict[str, Any]] = field(default_factory=list)
     best: dict[str, Any] | None = None  # history item of the best variant, plus "source"
     runner_up: dict[str, Any] | None = None  # likewise, second best (for the diff)

@@ -25,9 +25,9 @@ from typing import Any, Callable
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
-from agent.archive import Archive, source_hash
+from agent.campaign.archive import Archive, source_hash
 from agent.proposers.base import Proposal, ProposalContext, Proposer
-from agent.state import ShapeOutcome, ShapeState, thread_id
+from agent.loop.state import ShapeOutcome, ShapeState, thread_id
 from agent.transcript import Transcript
 from evaluator.record import EvalResult
 

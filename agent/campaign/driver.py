@@ -1,4 +1,4 @@
-"""A campaign: the per-shape loop (agent.graph.run_shape) over a list of shapes, resumable, on every GPU given.
+"""A campaign: the per-shape loop (agent.loop.shape_loop.run_shape) over a list of shapes, resumable, on every GPU given.
 
 Work layout. Shapes run in parallel lanes (two per GPU: while one lane's candidate is on the GPU, the other is
 proposing and compiling). The evaluator's WorkerPool holds one worker process per GPU and hands each evaluation to
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from agent.campaign_progress import PROGRESS_BASELINES, Progress, ShapeProgress
+from agent.campaign.progress import PROGRESS_BASELINES, Progress, ShapeProgress
 from agent.shapes import Shape, shape_str
 from evaluator.contract import MODES
 from evaluator.record import EvalResult
@@ -331,9 +331,9 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
                  retrieve_fn: Callable | None = None, model_public: dict | None = None, console=None,
                  live: bool | None = None) -> dict[str, Any]:
     """Run or resume the campaign; returns a summary (per-shape outcomes, failures)."""
-    from agent.archive import Archive, source_hash
+    from agent.campaign.archive import Archive, source_hash
     from agent.families import current_source
-    from agent.graph import MAX_FAILED_STEPS, run_shape
+    from agent.loop.shape_loop import MAX_FAILED_STEPS, run_shape
     from agent.transcript import Transcript
 
     if not cfg.shapes:
