@@ -56,7 +56,7 @@ def cmd_propose(args: argparse.Namespace) -> int:
     from agent.campaign.archive import Archive, source_hash
     from agent.campaign.config import ConfigError, load_model_config
     from agent.loop.shape_loop import build_context
-    from agent.proposers.base import ProposalContext, make_proposer
+    from agent.proposers import ProposalContext, make_proposer
     from agent.secrets import register_env, scrub, scrub_obj
     from evaluator.contract import check_shape
 

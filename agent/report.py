@@ -230,7 +230,7 @@ def collect_rows(run_dir: str | Path) -> list[ShapeRow]:
     archive = Archive(run_dir / "archive.sqlite")
     finals: dict[tuple, list[dict]] = {}
     if (run_dir / "campaign.sqlite").is_file():
-        from agent.campaign.driver import CampaignDB
+        from agent.campaign.db import CampaignDB
 
         for f in CampaignDB(run_dir / "campaign.sqlite").finals():
             finals.setdefault((f["gpu"], f["acc"], tuple(f["shape"])), []).append(f)

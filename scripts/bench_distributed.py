@@ -46,7 +46,7 @@ def run_one(part: str, gpus: list[int], shapes, budget: int, per_step: int, back
     from agent.campaign.archive import Archive
     from agent.campaign.driver import CampaignConfig, run_campaign
     from agent.campaign.config import ModelConfig
-    from agent.proposers.base import make_proposer
+    from agent.proposers import make_proposer
 
     cache = work / f"cache-{part}"
     os.environ["CUDAL2_CACHE"] = str(cache)  # empty: every run builds and autotunes from scratch

@@ -328,9 +328,9 @@ def subprocess_main(argv: list[str]) -> int:
     seam = ReplaySeam(tmp / "calls.jsonl", delay=0.25)
     cfg = CampaignConfig(run="killme", shapes=shapes, budget_candidates=8, runs_dir=tmp / "runs",
                          global_archive=None, n_per_step=2)
-    import agent.proposers.base as base
+    import agent.proposers as proposers
 
-    base.make_proposer = lambda config: ScriptedProposer()  # this process's model is the scripted one
+    proposers.make_proposer = lambda config: ScriptedProposer()  # this process's model is the scripted one
     return finish_campaign(cfg, seam, ModelConfig(), console=Console(file=sys.stdout, width=200), live=False)
 
 

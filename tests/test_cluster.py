@@ -60,7 +60,8 @@ def test_router_moves_shapes_off_a_lost_gpu_and_gives_up_only_when_all_are_lost(
 def test_build_moves_to_another_nodes_cache(tmp_path, monkeypatch):
     """A library built on one node (its own cache) is installed into another node's cache, where the evaluator's
     compile_kernel then finds it instead of building."""
-    from agent.cluster.backends import build_artifact, install_artifact
+    from agent.cluster.backends import build_artifact
+    from evaluator.session import install_artifact
     from evaluator.compile import compile_kernel
 
     src = (REPO / "tests" / "kernels" / "reference_naive.cu").read_text() + "\n// cluster test\n"
@@ -78,7 +79,7 @@ def test_build_moves_to_another_nodes_cache(tmp_path, monkeypatch):
 
 
 def test_install_refuses_what_the_evaluator_would_not_cache(tmp_path):
-    from agent.cluster.backends import install_artifact
+    from evaluator.session import install_artifact
 
     assert install_artifact(None, tmp_path) is False
     assert install_artifact({"info": {"ok": True, "cache_key": "ab" * 32}, "so": None}, tmp_path) is False

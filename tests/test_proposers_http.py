@@ -16,7 +16,7 @@ from http_servers import (Reply, ScriptedServer, anthropic_error, anthropic_mess
 
 from agent.campaign.config import ConfigError, ModelConfig, add_model_args, load_model_config  # noqa: E402
 from agent.proposers.anthropic_backend import AnthropicProposer  # noqa: E402
-from agent.proposers.base import ProposalContext, make_proposer  # noqa: E402
+from agent.proposers import ProposalContext, make_proposer  # noqa: E402
 from agent.proposers.openai_backend import OpenAIProposer  # noqa: E402
 from agent.proposers.parse import parse_reply  # noqa: E402
 

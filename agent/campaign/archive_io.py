@@ -79,7 +79,7 @@ def export_archive(db: Path, out_dir: Path, *, best_only: bool = True, run_dir: 
     archive = Archive(db)
     finals: dict[tuple, dict[str, Any]] = {}
     if run_dir is not None and (run_dir / "campaign.sqlite").is_file():
-        from agent.campaign.driver import CampaignDB
+        from agent.campaign.db import CampaignDB
         from agent.report import median_measurement
 
         repeats: dict[tuple, list] = {}

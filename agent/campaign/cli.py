@@ -145,7 +145,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
                              n_per_step=args.per_step, lanes=args.lanes)
     except (ShapeFileError, ConfigError, CampaignError) as e:
         return _err(str(e))
-    from evaluator.gpu import has_gpu
+    from evaluator.session import has_gpu
 
     if not args.cluster and not has_gpu():
         print("cudal2 campaign needs a CUDA GPU to time kernels, and this machine has none (no usable libcuda or "
@@ -183,7 +183,7 @@ def _retriever():
 def finish_campaign(cfg, seam, model, retrieve_fn=None, console=None, live=None) -> int:
     """Run, print the outcome, return the exit code (shared by the CLI and tests that bring their own seam)."""
     from agent.campaign.driver import CampaignError, run_campaign
-    from agent.proposers.base import make_proposer
+    from agent.proposers import make_proposer
 
     try:
         summary = run_campaign(cfg, seam=seam, make_proposer=lambda: make_proposer(model), retrieve_fn=retrieve_fn,
@@ -229,7 +229,7 @@ def _run_dir_of(db: Path) -> Path | None:
 def cmd_import(args: argparse.Namespace) -> int:
     from agent.campaign.archive_io import ArchiveIOError, import_archive, plan_import
     from agent.campaign.driver import CampaignError, EvaluatorSeam, check_run_place, global_archive_path
-    from evaluator.gpu import has_gpu
+    from evaluator.session import has_gpu
 
     try:
         check_run_place(args.run, args.runs_dir)

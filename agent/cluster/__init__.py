@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _local_gpu_ids(gpus: list[int] | None) -> list[str]:
     """The device ids (as CUDA_VISIBLE_DEVICES spells them) of the GPUs a local cluster should own."""
-    from evaluator.gpu import device_count
+    from evaluator.session import device_count
 
     n = device_count()
     if n == 0:

@@ -178,8 +178,8 @@ def _output_bound(shape: tuple[int, int, int], acc: str, mode: str = "offline") 
     picks = [small_out, narrow] if m * n <= 2 ** 20 else [wide, narrow, small_out]
     if mode == "graph" and k <= 64 and m * n > 2 ** 20:
         # Replayed from a graph, two k-blocks of 32 (the second loading while the first multiplies) in two-stage
-        # 64x64 and 128x64 tiles measured best of 54 configs on 128x16384x64 and 1024x2048x64 (sweep r24: 0.898-0.914
-        # with PDL, against 0.797-0.840 for the wide tile above), 0.972 and 0.961 without PDL (sweep r26)
+        # 64x64 and 128x64 tiles measured best of 54 configs on 128x16384x64 and 1024x2048x64 (H200 sweeps: 0.898-0.914
+        # with PDL, against 0.797-0.840 for the wide tile above), 0.972 and 0.961 without PDL
         lean = {**common, "bk": 32, "stages": 2, "prefetch": 1, "reg_pipeline": False, "block_swizzle": 1}
         picks = [{**lean, "bm": 64, "bn": 64}, {**lean, "bm": 128, "bn": 64}] + picks
     return [q for q in picks if q["bm"] <= m and q["bn"] <= n]

@@ -100,7 +100,7 @@ def uneven_waves(units: int, cluster: int, sms: int) -> str:
 def launch_knobs(arch: str, mode: str = "offline") -> dict[str, Any]:
     """The launch knobs the policy always uses on `arch` for a search timed in `mode` (not searched). PDL hides the
     launch behind the kernel before it in a plain stream, up to 2x on tiny shapes offline; replayed from a CUDA
-    graph, where the launch gap is short already, the same kernels ran up to 8% faster without it (H200, sweep r26:
+    graph, where the launch gap is short already, the same kernels ran up to 8% faster without it (H200 sweep of
     output-bound small-K shapes, an mma.sync and a TMA/wgmma kernel), so a graph-mode search goes without."""
     return {"pdl": arch_limits(arch).sm >= 90 and mode != "graph"}
 

@@ -39,9 +39,9 @@ DOMAIN: dict[str, tuple] = {
     "grid": ("full", "even"),
     **LAUNCH_DOMAIN,
 }
-# What the policy's mutations move through, narrower than what a sweep may render: 29 of run 25's 48 hopper_raw
-# candidates carried a hint; A's (a, ac) measured 0.946-0.971 on multi-wave shapes there and 0.6-4% slower than no
-# hint in sweep r31, and B alone (b) never differed from B with C (bc)
+# What the policy's mutations move through, narrower than what a sweep may render: in one campaign 29 of 48
+# hopper_raw candidates carried a hint; A's (a, ac) measured 0.946-0.971 on multi-wave shapes there and 0.6-4%
+# slower than no hint in a power-steady sweep, and B alone (b) never differed from B with C (bc)
 SEARCH_DOMAIN: dict[str, tuple] = {**DOMAIN, "l2_evict_first": ("none", "c", "bc")}
 DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "k_order": "forward", "l2_evict_first": "none",
                             "grid": "full", **LAUNCH_DEFAULTS}
@@ -105,7 +105,7 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
     """Feasible configs: each tile with the deepest ring that fits and one stage less, in every tile order, and the TMA
     epilogue where the tile allows it (stores from registers measured 6% more cycles, result_r14_raw_tma.json),
     with or without a 2-CTA cluster. The 128x64 tile stays out: in the domain for sweeps and one-knob mutations, it
-    won none of the output-bound small-K shapes it was written for (0.81-0.87 in graph mode, sweep r25), and the
+    won none of the output-bound small-K shapes it was written for (0.81-0.87 in graph mode), and the
     space's exploration samples of the big shapes stay as they were measured."""
     if acc != "fp32":
         return []
@@ -155,7 +155,7 @@ def _square_band(tile_m: int, tile_n: int, sms: int) -> int:
     """The band (tile-rows) that makes a wave's operand footprint smallest: a wave of `sms` tiles in bands of g rows reads
     g A panels and sms/g B panels, each panel bytes proportional to its tile side, so g = sqrt(sms * tile_n / tile_m),
     as a power of two. 128x256 gets 16: on 8192x4096x16384 bands of 16 measured 0.993 and 1.004 of cuBLASLt against
-    0.983 and 0.996 for bands of 8 in the same sweeps (r21, r32), and 0.997 in r18; 256x192 and 256x128 get 8."""
+    0.983 and 0.996 for bands of 8 in the same two sweeps, and 0.997 in a third; 256x192 and 256x128 get 8."""
     g = math.sqrt(sms * tile_n / tile_m)
     return 2 ** round(math.log2(g))
 
@@ -163,7 +163,7 @@ def _square_band(tile_m: int, tile_n: int, sms: int) -> int:
 def _one_wave_band(rows: int, tile_m: int, tile_n: int, tiles: int) -> int:
     """The tile order of a grid that runs in one wave, where every tile is resident at once and the order only decides
     which CTAs are launched next to each other: in bands (neighbours down M, sharing B's tile) where B's tile is the
-    wider, else along N (sharing A's). Power-steady on an H200 (sweeps r47, r48): 1024x4096x8192 with 128x256 tiles,
+    wider, else along N (sharing A's). Power-steady on an H200 (two sweeps): 1024x4096x8192 with 128x256 tiles,
     bands of 2 or 4 tile-rows 0.998-0.999 of cuBLASLt against 0.967 for rows (their loads alone: 30 against 43 mJ a
     call), 1.011 against 0.984 with the B/C evict_first hint; 4096x1024x12288, bands of 16 0.999 against 0.995 for
     128x256, and rows 0.985 against 0.972-0.979 for bands of 4-8 of 256x128."""
@@ -175,10 +175,10 @@ def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str
     the deepest ring; beyond one wave, bands that keep a wave's footprint square (`_square_band`), and on one wave
     the order `_one_wave_band` measured. 256x192 where 192 divides N, as for CUTLASS, and first where 128x256 would
     take more than four waves. No 2-CTA cluster: it has not been timed beyond one wave since its barrier fix
-    (docs/benchmarks/sweeps/result_r17_cluster_arrive.txt), and on one wave it measured 0.987-0.994 in bands (r49).
+    (docs/benchmarks/sweeps/result_r17_cluster_arrive.txt), and on one wave it measured 0.987-0.994 in bands.
     A one-wave grid whose B is at least twice A streams B (and C) with an L2 evict_first hint, so A stays for the next
-    call: 1.2% and 1.1% faster power-steady on 1024x4096x8192 in two sweeps on two machines (r31, r32; clock +15-22
-    MHz, cycles unchanged); the hint on A measured nothing on 4096x1024x12288 (r31), and on multi-wave shapes it cost
+    call: 1.2% and 1.1% faster power-steady on 1024x4096x8192 in two sweeps on two machines (clock +15-22
+    MHz, cycles unchanged); the hint on A measured nothing on 4096x1024x12288, and on multi-wave shapes it cost
     0.6-4% (A's panels are shared by CTAs that drift apart), so it goes nowhere else."""
     m, n, _ = shape
     out = []
@@ -195,9 +195,9 @@ def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str
     if n % 192 == 0 and m >= 256:
         wide = {"tile_m": 256, "tile_n": 192, "stages": 3, "acc": "fp32", "epi": "tma",
                 "group": _widest_band(ceil_div(m, 256), _square_band(256, 192, sms))}
-        # Many waves: 256x192 first. It led 128x256 on 4096x12288x16384 (11.6 waves of 128x256) in runs 25, 26, 28
-        # and 29 by 1.0-3.2% and on 16384x12288x8192 in run 28 by 1.6%; listed third, run 29 never measured it
-        # there (one prior is reserved a step). At 2.9 waves (1024x12288x8192) the two were within 1.3% either way.
+        # Many waves: 256x192 first. It led 128x256 on 4096x12288x16384 (11.6 waves of 128x256) in four campaigns
+        # by 1.0-3.2% and on 16384x12288x8192 by 1.6%; listed third, a campaign never measured it there (one prior
+        # is reserved a step). At 2.9 waves (1024x12288x8192) the two were within 1.3% either way.
         if ceil_div(m, 128) * ceil_div(n, 256) > 4 * sms:
             out.insert(0, wide)
         else:
@@ -215,12 +215,12 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     # stores from registers leave the tensor cores idle longer: 626k against 591k cycles a call for the TMA
     # epilogue on 8192x2048x8192 (H200, power-steady, docs/benchmarks/sweeps/result_r14_raw_tma.json)
     eff *= 1.0 if p.get("epi") == "tma" else 0.94
-    # beyond one wave one CTA and a pair are even with CUTLASS's 2x1 persistent 128x256 (runs 25 and 26: -0.6% to
+    # beyond one wave one CTA and a pair are even with CUTLASS's 2x1 persistent 128x256 (two campaigns: -0.6% to
     # +1.0% on 8192x2048x8192 and 8192x4096x16384, power-steady); on one wave a pair took 1.3% longer than one CTA
     # (sweeps/result_r17_cluster_arrive.txt)
     eff *= 0.987 if tiles <= sms and p.get("cluster_m", 1) == 2 else 1.0
     # two m64 atoms per warpgroup read each B slice twice from shared memory: 256x128 measured 0.5-3.3% behind
-    # 128x256 on five big shapes in runs 25 and 26 (mean 1.8%); 256x192 reads 22% less from L2 and keeps its table value
+    # 128x256 on five big shapes in two campaigns (mean 1.8%); 256x192 reads 22% less from L2 and keeps its table value
     if (tm, tn) == (256, 128):
         eff *= 0.98
     waves_factor = ceil_div(tiles, sms) * sms / tiles if tiles > sms else 1.0
@@ -228,16 +228,17 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     t_compute = 2.0 * tiles * tm * tn * k / (pricing.WGMMA_PEAK * eff * busy) * waves_factor
     t_mem = 2.0 * (m * k + n * k + m * n) / pricing.DRAM_BW
     t_chain = ceil_div(k, 64) * 0.06e-6 * ceil_div(tiles, sms)
-    # two stages of k64 leave the loads exposed: 256x192 with 2 measured 0.79-0.83 of cuBLASLt all eight times runs
-    # 25-29 proposed it (three big shapes), where its 3-stage twin measured 0.96-1.05
+    # two stages of k64 leave the loads exposed: 256x192 with 2 measured 0.79-0.83 of cuBLASLt all eight times five
+    # campaigns proposed it (three big shapes), where its 3-stage twin measured 0.96-1.05
     stages_pen = {2: 1.25, 3: 1.03}.get(p["stages"], 1.0)
     # bands of tile-rows keep A's panels in L2 while the band's columns pass (as CUTLASS's swizzle does)
     if tiles > sms and 2.0 * m * n * k > POWER_LIMIT_FLOP:
         band_gain = {1: 1.0, 2: 0.98, 4: 0.96, 8: 0.95, 16: 0.95}[p["group"]]
     elif tiles <= sms and 2.0 * m * n * k >= POWER_LIMIT_FLOP and p["group"] > 1:
-        # one wave: neighbours sharing the wider operand tile cost less energy (priors._one_wave_band, sweep r48)
+        # one wave: neighbours sharing the wider operand tile cost less energy (_one_wave_band)
         band_gain = 0.97 if tn > tm else 1.01
     else:
         band_gain = 1.0
     band_gain *= pricing.even_grid_gain(p, shape)
-    return (max(t_compute, t_mem) + t_chain) * stages_pen * band_gain * 1e6 + pricing.LAUNCH_US + pricing.CUTLASS_HOST_US
+    return ((max(t_compute, t_mem) + t_chain) * stages_pen * band_gain * 1e6 + pricing.LAUNCH_US
+            + pricing.CUTLASS_HOST_US)

@@ -71,7 +71,7 @@ def cta_grid(p: dict[str, Any], shape: tuple[int, int, int]) -> tuple[int, int, 
     6 CTAs, 4 needs 3, 2 needs 2), then each side rounded up to swizzle x cluster. A tile of the padding is a valid work
     unit there: it is loaded (zero-filled by TMA) and multiplied like any other, and only its stores are predicated
     off. Measured on the H200: 1024x12288x8192 with 128x256, cluster 2x1, swizzle 8 (16 CTA rows for 8) at 0.56 of
-    cuBLASLt, the same kernel with swizzle 4 (8 rows) at 0.985 (run 4's search; sweep r9)."""
+    cuBLASLt, the same kernel with swizzle 4 (8 rows) at 0.985 (a search, then a sweep)."""
     m, n, _ = shape
     pm, pn = (n, m) if p["swap_ab"] else (m, n)
     cm, cn = p["cluster_m"], p["cluster_n"]
@@ -304,7 +304,7 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
         # a large output favours ping-pong (its epilogue overlaps the other warpgroup's main loop): measured twice at
         # 0.947 on 1024x12288x256, where cooperative got 0.78; on 2M-element outputs cooperative led by 4-5%
         # Storing such an output is most of the call: CUTLASS's own epilogue tile (at most 32 columns) takes four or
-        # more store rounds, each behind a barrier, per 64x128 half-tile, and 64 columns take two. Sweep r44 (H200,
+        # more store rounds, each behind a barrier, per 64x128 half-tile, and 64 columns take two. A sweep (H200,
         # the same kernel with and without): 1024x12288x256 1.058 against 1.001-1.004, 2048x8192x256 0.997 against
         # 0.928, 512x16384x512 1.033 against 1.012; with the long side on wgmma's M (C^T = B^T A^T) 1.066, 1.007
         # and 1.053.
@@ -319,7 +319,7 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
             out.append(dict(base, tile_m=256, tile_n=128))
         out.append(dict(base, b_operand="row"))
     # Too few output tiles to fill the machine and a long K: split K into slices, each a GEMM into fp32 partials,
-    # summed by a second kernel (sweeps r4/r5, H200). 4 slices of 1024+ over 32 tiles measured 0.98-1.00 of cuBLASLt
+    # summed by a second kernel (two sweeps, H200). 4 slices of 1024+ over 32 tiles measured 0.98-1.00 of cuBLASLt
     # on 64x2048x4096, 128x2048x4096, 256x2048x16384 and 8 slices 1.00 on 64x512x2048, where stream-K's split-K
     # fixup (2-4 us per doubling of splits) measured 0.55-0.82. Without a split the tile comes after them.
     sliced = []
@@ -337,8 +337,8 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
             q = plain(tile_m=tm, tile_n=tn, schedule=sched, swap_ab=swap, scheduler="batched", splits=slices[-1])
             if b_streams(shape):
                 # Each slice reads its stretch of B once, from DRAM: read as stored (N-major), it took 4% less
-                # time and energy per call than through B_col_major on 256x2048x16384 (sweep r60, one H100,
-                # power-steady, 1.051 against 1.011 of cuBLASLt in all three rounds; campaign run 43: five of six
+                # time and energy per call than through B_col_major on 256x2048x16384 (one H100,
+                # power-steady, 1.051 against 1.011 of cuBLASLt in all three rounds; in a campaign five of six
                 # N-major twins 1.006-1.012 against 0.962-0.973). The K-major twin stays listed right after it.
                 sliced.append(dict(q, b_operand="row"))
             sliced.append(q)
@@ -352,8 +352,8 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
     if m <= 64 and b_streams(shape):
         # A few rows against a B larger than the L2 (64x8192x4096: 64 MB each call): a DRAM stream, where a 64x64
         # tile puts a CTA on every SM that reads B in its row-major layout (cuBLASLt's pick there is that tile, NN,
-        # Nsight Compute in session 17). Against the 128x64 prior above, in one process each: 0.980 / 0.952 in graph
-        # replay (sweep r28), 1.025 / 0.990 offline with PDL (r30); 1.026 of cuBLASLt in graphs on another machine.
+        # Nsight Compute). Against the 128x64 prior above, in one process each: 0.980 / 0.952 in graph
+        # replay, 1.025 / 0.990 offline with PDL; 1.026 of cuBLASLt in graphs on another machine.
         stream = {**base, "tile_m": 64, "tile_n": 64, "tile_k": 64, "cluster_m": 1, "cluster_n": 1,
                   "schedule": "pingpong", "scheduler": "persistent", "splits": 1, "raster": "along_n", "swizzle": 1,
                   "stages": 0, "b_operand": "row", "swap_ab": True}
@@ -373,11 +373,11 @@ def _power_bound_priors(shape: tuple[int, int, int], base: dict[str, Any], ragge
     widest = dict(base, raster=raster, swizzle=8, scheduler="persistent", splits=1)
     out = [] if ragged else [widest]
     if 1.0 < waves <= SINGLE_CTA_MAX_WAVES and not ragged:
-        # Up to four waves the pair's multicast saves less than its coupling costs (sweep r57, power-steady, two
+        # Up to four waves the pair's multicast saves less than its coupling costs (power-steady, two
         # H100s, the same 128x256 swizzle-8 kernel with 1x1 and 2x1 clusters: +0.6% at 3.9 waves on 8192x2048x8192,
         # +0.8-0.9% at 2.9 on 1024x12288x8192; from 7.8 waves on the pair leads by 1-2%). The release's kernel for
         # 8192x2048x8192 is such a 1x1 and led our 2x1 winner there. Along N even where N < M: on 8192x2048x8192 the
-        # 1x1 along M ran 0.8% behind it in every round (sweep r59), where the 2x1 showed no difference.
+        # 1x1 along M ran 0.8% behind it in every round, where the 2x1 showed no difference.
         out.insert(0, dict(widest, cluster_m=1, cluster_n=1, raster="along_n"))
     if waves <= 1.0:
         # One wave (1024x4096x8192, 4096x1024x12288: 128 tiles): no later wave reuses what a cluster multicasts, and
@@ -407,7 +407,7 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
         eff *= 1.02  # ping-pong overlaps one warpgroup's epilogue with the other's mainloop
     if p["b_operand"] == "row":
         # K slices that each stream their stretch of B from DRAM read it faster as stored: 4% less time and
-        # energy per call on 256x2048x16384 (sweep r60); elsewhere the N-major B measured ~1% behind
+        # energy per call on 256x2048x16384; elsewhere the N-major B measured ~1% behind
         eff *= 1.03 if p["scheduler"] == "batched" and b_streams(shape) else 0.99
     if tk == 128:
         eff *= 0.9  # half the stages of tile_k=64 in the same shared memory: measured 10-40% slower on H200
@@ -424,13 +424,15 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
         waves = tiles / sms
         tail = ceil_div(tiles, sms) / waves if tiles > sms else 1.0 / waves
         cut = pricing.STREAMK_FIXUP_WAVES / max(waves, 1.0) if tiles % sms else 0.0
-        rel = 1.0 + pricing.STREAMK_POWER_CREDIT * (1.0 / tail - 1.0) + cut + pricing.STREAMK_SPLIT_POWER * (p["splits"] - 1)
+        rel = (1.0 + pricing.STREAMK_POWER_CREDIT * (1.0 / tail - 1.0) + cut
+               + pricing.STREAMK_SPLIT_POWER * (p["splits"] - 1))
         waves_factor = rel * (tail if tiles > sms else 1.0)
         fix = 0.0
     elif p["scheduler"] == "streamk":
         units = tiles * p["splits"] if p["splits"] > 1 else max(tiles, sms)
         waves_factor = 1.0 if p["splits"] == 1 else ceil_div(units, sms) * sms / units
-        fix = (2.0 if (p["splits"] > 1 or tiles % sms) else 0.0) + pricing.STREAMK_SPLIT_US * p["splits"] * (p["splits"] > 1)
+        fix = ((2.0 if (p["splits"] > 1 or tiles % sms) else 0.0)
+               + pricing.STREAMK_SPLIT_US * p["splits"] * (p["splits"] > 1))
     elif p["scheduler"] == "batched":
         units = tiles * p["splits"]
         waves_factor = ceil_div(units, sms) * sms / units

@@ -26,16 +26,16 @@ STREAMK_SPLIT_US = 1.2  # CUTLASS stream-K split-K fixup, per split (H200: 2 spl
 SLICE_SUM_US = 0.8  # batched split-K: the summing kernel, launched early (PDL), beyond its own memory traffic
 KTILE_LATENCY_US = 0.12  # serial cost of one main-loop iteration that the pipeline cannot hide
 # Stream-K without a split on a grid at the power limit (>= 2^36 FLOP), against the best persistent CUTLASS config of
-# the same shape (runs 25 and 26, H200): 0.89-0.92 on one wave, 0.95-0.98 at 2.9 waves, 0.98 at 3.9, 0.99-1.00 at
+# the same shape (two campaigns, H200): 0.89-0.92 on one wave, 0.95-0.98 at 2.9 waves, 0.98 at 3.9, 0.99-1.00 at
 # 7.8, 0.98-1.02 at 11.6, 1.01-1.02 at 46.5. A tail wave costs clock, not time, at the power limit, so stream-K's
 # even split recovers only part of it, and its fix-up of the tiles cut between SMs costs about a tenth of a wave.
 STREAMK_POWER_CREDIT = 0.3  # the share of the persistent grid's tail that stream-K's even split wins back
 STREAMK_FIXUP_WAVES = 0.09  # the fix-up, in waves of the persistent grid
 # each further split of every tile, there: 2 splits measured 0.942 against 0.984 without (8192x4096x16384) and
-# 0.89 against 0.93-0.97 (8192x2048x8192) in run 27, where the model had ranked them first
+# 0.89 against 0.93-0.97 (8192x2048x8192) in a campaign where the model had ranked them first
 STREAMK_SPLIT_POWER = 0.05
 # grid=even (the fewest persistent CTAs that take the same waves) beside one CTA per SM, power-steady on three H200s
-# (sweeps r33-r35): hopper_raw +1.0/+1.4/+1.6% on 8192x2048x8192, +1.3/+1.4/+1.4% on 8192x4096x16384, +0.8% on
+# (three sweeps): hopper_raw +1.0/+1.4/+1.6% on 8192x2048x8192, +1.3/+1.4/+1.4% on 8192x4096x16384, +0.8% on
 # 4096x12288x16384 and 16384x12288x8192, 0.0% on 1024x12288x8192; CUTLASS persistent +0.8% and 0.0% there
 EVEN_GRID_GAIN = 0.99
 # the problem size from which a big GEMM runs at the H200's power limit. Stream-K and even grids are priced (and even
@@ -107,8 +107,8 @@ SINGLE_CTA_MAX_WAVES = 4.0
 def single_cta_price(waves: float) -> float:
     """A 1x1 cluster's efficiency beside a 2x1 of the same CUTLASS tile on a multi-wave grid.
 
-    128x256 cooperative persistent, swizzle 8, power-steady on H100s, 1x1 / 2x1: sweep r57 (two machines) +0.6-0.7%
-    at 3.9 waves (8192x2048x8192), +0.8-0.9% at 2.9, -0.9-1.2% at 7.8, -0.8-0.9% at 11.6, -1.9% at 46.5; sweep r58
+    128x256 cooperative persistent, swizzle 8, power-steady on H100s, 1x1 / 2x1: one sweep on two machines +0.6-0.7%
+    at 3.9 waves (8192x2048x8192), +0.8-0.9% at 2.9, -0.9-1.2% at 7.8, -0.8-0.9% at 11.6, -1.9% at 46.5; another
     (shapes no prior was set on) +0.4% at 1.9, -0.1% at 3.9 (4096x4096x8192), -0.25% at 5.8, -0.8% at 7.8.
     Multicast halves a pair's L2 reads, which pays once enough waves contend for L2; below that the pair's coupling
     costs more than it saves.
@@ -142,7 +142,7 @@ def pick(options: tuple[int, ...], target: float) -> int:
 def even_grid(family: Any, p: dict[str, Any], shape: tuple[int, int, int], sms: int = 132) -> dict[str, Any]:
     """`p` with the fewest persistent CTAs that take the same waves, on a power-limited grid of four waves or more where
     that launches fewer (`family.feasible` says): every CTA then runs as many tiles, and a wave in bands starts on a
-    band. Power-steady on three H200s (sweeps r33-r35) it measured +0.8% to +1.6% at 3.9 to 31 waves (nine (shape,
+    band. Power-steady on three H200s (three sweeps) it measured +0.8% to +1.6% at 3.9 to 31 waves (nine (shape,
     kernel, GPU) triples) and 0.0% at 2.9 waves (1024x12288x8192, two kernels); below that it was not measured."""
     if flop(shape) < POWER_LIMIT_FLOP or p.get("scheduler", "persistent") != "persistent":
         return p

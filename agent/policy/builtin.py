@@ -240,12 +240,12 @@ class BuiltinPolicy:
 
     # -- steps ------------------------------------------------------------------------------------------------
     def _fp32_twins(self, shape, acc, arch, obs, fails, seen, k) -> list[Candidate]:
-        """fp16 run 39 (H100): on 64x2048x4096 all three first-step kernels, split-K with fp16 accumulators, came out
-        less accurate than all six fp16 cuBLAS kernels and were refused; their families' shares collapsed and the
-        search spent the shape on `small` (0.57). The first of them with fp32 accumulators had measured 7.3 us in the
-        fp32 run (38), against 9.4 us for the fp16 baselines. So each config refused for accuracy at fp16 gets its
-        fp32-accumulating twin proposed (up to k per batch, best predicted first); the refusal still shrinks the
-        family's share, and a measured twin brings the family back through its own speedup."""
+        """In an fp16 campaign (H100), on 64x2048x4096 all three first-step kernels, split-K with fp16 accumulators,
+        came out less accurate than all six fp16 cuBLAS kernels and were refused; their families' shares collapsed and
+        the search spent the shape on `small` (0.57). The first of them with fp32 accumulators had measured 7.3 us in
+        the fp32 campaign before it, against 9.4 us for the fp16 baselines. So each config refused for accuracy at
+        fp16 gets its fp32-accumulating twin proposed (up to k per batch, best predicted first); the refusal still
+        shrinks the family's share, and a measured twin brings the family back through its own speedup."""
         pool: dict[str, list[tuple[dict, str]]] = {}
         for (fam, _), p in sorted(self._acc_refused.items(), key=lambda kv: kv[0]):
             if p.get("acc") != "fp16" or "fp32" not in get(fam).DOMAIN.get("acc", ()):
@@ -276,7 +276,7 @@ class BuiltinPolicy:
                 shares[f] *= math.exp((best[f] - top) / 0.1) ** 0.5 + 0.15
             if fails[f] and not obs[f]:
                 # nothing it tried has passed: each failure cuts its share. Waiting for four (the old rule) let
-                # fp16 run 16 re-propose mma.sync kernels at every step of 64x512x2048 and 64x2048x4096, where each
+                # an fp16 campaign re-propose mma.sync kernels at every step of 64x512x2048 and 64x2048x4096, where each
                 # failed the accuracy check, a third of those shapes' budget
                 shares[f] *= 0.25 ** len(fails[f])
         total = sum(shares.values()) or 1.0

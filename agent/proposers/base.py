@@ -192,18 +192,3 @@ class ChatProposer(Proposer):
         for i, p in enumerate(props):
             p.name = p.name or f"step{context.step}-{i}"
         return props
-
-
-def make_proposer(config: ModelConfig) -> Proposer:
-    """The backend named by the config."""
-    if config.backend == "openai":
-        from agent.proposers.openai_backend import OpenAIProposer
-
-        return OpenAIProposer(config)
-    if config.backend == "anthropic":
-        from agent.proposers.anthropic_backend import AnthropicProposer
-
-        return AnthropicProposer(config)
-    from agent.proposers.builtin_backend import BuiltinProposer
-
-    return BuiltinProposer(config)
