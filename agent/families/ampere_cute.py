@@ -113,7 +113,8 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
 
 ORDER = 1
 SHORT = "ac"
-SHARES = {"skinny_long_k": 0.2, "output_bound": 0.3, "launch_bound": 0.5, "small": 0.35, "mid": 0.3, "large": 0.0}
+SHARES = {"skinny_long_k": 0.2, "output_bound": 0.3, "launch_bound": 0.5,
+          "mid_low": 0.35, "mid_high": 0.3, "large": 0.0}
 
 
 def runs_on(arch: str) -> bool:

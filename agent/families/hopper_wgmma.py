@@ -225,7 +225,8 @@ SHORT = "hw"
 # epilogue measured 0.83-0.90 of cuBLASLt there, the mma.sync families 0.73-0.79. On large shapes mma.sync reaches
 # ~60% of wgmma's peak (ampere_cute measured 0.37-0.53 of cuBLASLt on all eight big dev shapes, H200), so the
 # large class is this family's and the hand-written hopper_raw's.
-SHARES = {"skinny_long_k": 0.6, "output_bound": 0.4, "launch_bound": 0.0, "small": 0.3, "mid": 0.5, "large": 0.5}
+SHARES = {"skinny_long_k": 0.6, "output_bound": 0.4, "launch_bound": 0.0,
+          "mid_low": 0.3, "mid_high": 0.5, "large": 0.5}
 ARCH_FALLBACK = "ampere_cute"  # where wgmma does not exist, its share goes to the mma.sync kernels
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from agent.families import families, get, with_launch_knobs
 from agent.families.pricing import LARGE_FLOP, SMALL_FLOP, flop
 
-SIZE_CLASSES = ("skinny_long_k", "output_bound", "launch_bound", "small", "mid", "large")
+SIZE_CLASSES = ("skinny_long_k", "output_bound", "launch_bound", "mid_low", "mid_high", "large")
 
 
 def size_class(shape: tuple[int, int, int], arch: str) -> str:
@@ -23,8 +23,8 @@ def size_class(shape: tuple[int, int, int], arch: str) -> str:
     if f < 2 ** 31:
         return "output_bound" if m * n >= 2 ** 19 else "launch_bound"
     if f < SMALL_FLOP:
-        return "small"
-    return "mid" if f < LARGE_FLOP else "large"
+        return "mid_low"
+    return "mid_high" if f < LARGE_FLOP else "large"
 
 
 def family_shares(shape: tuple[int, int, int], arch: str) -> dict[str, float]:
