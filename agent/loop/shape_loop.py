@@ -145,29 +145,34 @@ class ShapeLoop:
 
     # ---- nodes ----
     def retrieve(self, state: ShapeState) -> dict[str, Any]:
-        if self.retrieve_fn is None:
+        log, retrieve_fn, shape_l = self._log, self.retrieve_fn, self.shape_l
+        if retrieve_fn is None:
             return {"passages": [], "retrieval_note": "no retriever configured"}
-        q = _query(self.shape_l, self._best_item())
+        q = _query(shape_l, self._best_item())
         try:
-            passages = [_passage_dict(p) for p in (self.retrieve_fn(q) or [])]
+            passages = [_passage_dict(p) for p in (retrieve_fn(q) or [])]
             note = "" if passages else "the retriever found nothing relevant"
         except Exception as e:  # a missing store or a broken index must not stop the search
             passages, note = [], f"retrieval unavailable ({type(e).__name__}: {e})"
-        shown = [{k: p[k] for k in ("source", "symbol", "line", "score")} for p in passages]
-        self._log(state, "retrieve", {"query": q}, {"passages": shown, "note": note})
+        log(state, "retrieve", {"query": q}, {"passages": [{k: p[k] for k in ("source", "symbol", "line", "score")}
+                                                          for p in passages], "note": note})
         return {"passages": passages, "retrieval_note": note}
 
     def propose(self, state: ShapeState) -> dict[str, Any]:
-        want = min(self.budget.n_per_step, self.budget.candidates - state.get("candidates", 0))
+        archive, log, proposer, proposer_name = self.archive, self._log, self.proposer, self.proposer_name
+        gpu_name, acc, shape_l, arch, facts = self.gpu_name, self.acc, self.shape_l, self.arch, self.facts
+        n_per_step, budget_candidates = self.budget.n_per_step, self.budget.candidates
+        neighbours_k, eval_kwargs = self.neighbours_k, self.eval_kwargs
+        want = min(n_per_step, budget_candidates - state.get("candidates", 0))
         step = state.get("step", 0)
-        ctx = build_context(self.archive, gpu_name=self.gpu_name, acc=self.acc, shape=self.shape_l, arch=self.arch,
-                            gpu_facts=self.facts, step=step, passages=state.get("passages", []),
-                            retrieval_note=state.get("retrieval_note", ""), neighbours_k=self.neighbours_k,
-                            mode=self.eval_kwargs.get("mode", "offline"))
+        ctx = build_context(archive, gpu_name=gpu_name, acc=acc, shape=shape_l, arch=arch, gpu_facts=facts,
+                            step=step, passages=state.get("passages", []),
+                            retrieval_note=state.get("retrieval_note", ""), neighbours_k=neighbours_k,
+                            mode=eval_kwargs.get("mode", "offline"))
         try:
-            props = self.proposer.propose(ctx, want)
+            props = proposer.propose(ctx, want)
         except Exception as e:  # the builtin policy or a backend bug: record, count as a failed step
-            props = [Proposal(None, reason=f"proposer failed: {type(e).__name__}: {e}", model=self.proposer_name)]
+            props = [Proposal(None, reason=f"proposer failed: {type(e).__name__}: {e}", model=proposer_name)]
         out = []
         for p in props:
             d = p.to_dict()
@@ -175,11 +180,11 @@ class ShapeLoop:
             out.append(d)
         prompt = None
         try:
-            prompt = self.proposer.prompt_for_log(ctx) if hasattr(self.proposer, "prompt_for_log") else None
+            prompt = proposer.prompt_for_log(ctx) if hasattr(proposer, "prompt_for_log") else None
         except Exception as e:
             prompt = {"error": f"could not render the prompt for the log: {e}"}
-        self._log(state, "propose", {"n": want, "prompt": prompt, "best_id": ctx.parent_id},
-                  {"proposals": [_summary(d) for d in out]})
+        log(state, "propose", {"n": want, "prompt": prompt, "best_id": ctx.parent_id},
+            {"proposals": [_summary(d) for d in out]})
         tokens = dict(state.get("tokens") or {})
         for d in out:
             for key, v in (d.get("usage") or {}).items():
@@ -187,8 +192,10 @@ class ShapeLoop:
         return {"proposals": out, "tokens": tokens}
 
     def evaluate(self, state: ShapeState) -> dict[str, Any]:
-        archive, gpu_name, acc, shape_l, run = self.archive, self.gpu_name, self.acc, self.shape_l, self.run_name
-        shape = (self.m, self.n, self.k)
+        archive, log, evaluate_fn, proposer_name = self.archive, self._log, self.evaluate_fn, self.proposer_name
+        gpu_name, acc, shape_l, arch, run = self.gpu_name, self.acc, self.shape_l, self.arch, self.run_name
+        m, n, k = shape_l
+        eval_kwargs = self.eval_kwargs
         results = []
         evaluations = state.get("evaluations", 0)
         memo = state.get("memo_hits", 0)
@@ -211,60 +218,64 @@ class ShapeLoop:
                     memo += 1
                 results.append({"index": i, "variant_id": hit.id, "status": hit.status, "speedup": hit.speedup,
                                 "memo": not recovered, "reason": hit.reason})
-                self._log(state, "evaluate", {"index": i, "source_hash": h},
-                          {"memo": not recovered, "recovered": recovered, "variant_id": hit.id, "status": hit.status,
-                           "speedup": hit.speedup, "speedups": _speedups(hit.result)})
+                log(state, "evaluate", {"index": i, "source_hash": h},
+                    {"memo": not recovered, "recovered": recovered, "variant_id": hit.id, "status": hit.status,
+                     "speedup": hit.speedup, "speedups": _speedups(hit.result)})
                 continue
             t0 = time.monotonic()
             try:
-                res = self.evaluate_fn(src, shape, acc=acc, arch=self.arch, **self.eval_kwargs)
+                res = evaluate_fn(src, (m, n, k), acc=acc, arch=arch, **eval_kwargs)
             except Exception as e:
                 res = EvalResult(status="error", reason=f"evaluate_fn raised {type(e).__name__}: {e}",
-                                 shape=shape, acc=acc)
+                                 shape=(m, n, k), acc=acc)
             vid = None
             seen.add(h)
             if res.status not in _NOT_ARCHIVED:
-                vid = archive.add(run, gpu_name, acc, shape_l, src, p.get("model") or self.proposer_name, res,
+                vid = archive.add(run, gpu_name, acc, shape_l, src, p.get("model") or proposer_name, res,
                                   family=p.get("family"), params=p.get("params"), step=state.get("step", 0),
                                   parent=p.get("parent"))
                 evaluations += 1
             sp = res.speedup("cublaslt-autotune-max") if res.ok else None
             results.append({"index": i, "variant_id": vid, "status": res.status, "speedup": sp, "memo": False,
                             "reason": res.reason})
-            self._log(state, "evaluate", {"index": i, "source_hash": h},
-                      {"variant_id": vid, "memo": False, "status": res.status, "reason": res.reason, "speedup": sp,
-                       "speedups": _speedups(res),
-                       "seconds": round(time.monotonic() - t0, 3)})
+            log(state, "evaluate", {"index": i, "source_hash": h},
+                {"variant_id": vid, "memo": False, "status": res.status, "reason": res.reason, "speedup": sp,
+                 "speedups": _speedups(res),
+                 "seconds": round(time.monotonic() - t0, 3)})
         return {"step_results": results, "evaluations": evaluations, "memo_hits": memo}
 
     def profile(self, state: ShapeState) -> dict[str, Any]:
+        archive, log, profile_fn = self.archive, self._log, self.profile_fn
+        acc, arch, (m, n, k) = self.acc, self.arch, self.shape_l
         done = list(state.get("profiled", []))
         ok = [r for r in state.get("step_results", []) if r["status"] == "ok" and r["variant_id"] is not None]
-        if not ok or self.profile_fn is None:
+        if not ok or profile_fn is None:
             return {"profiled": done}
         top = max(ok, key=lambda r: r["speedup"] or 0.0)
-        v = self.archive.get(top["variant_id"])
+        v = archive.get(top["variant_id"])
         if v is None or v.id in done or v.ncu or v.result.ncu:
             return {"profiled": done}
         try:
-            ncu = self.profile_fn(v.read_source(), (self.m, self.n, self.k), acc=self.acc, arch=self.arch)
+            ncu = profile_fn(v.read_source(), (m, n, k), acc=acc, arch=arch)
             note = "" if ncu else "the profiler returned nothing"
         except Exception as e:
             ncu, note = None, f"profiling failed: {type(e).__name__}: {e}"
         if ncu:
-            self.archive.set_ncu(v.id, ncu)
+            archive.set_ncu(v.id, ncu)
         done.append(v.id)
-        self._log(state, "profile", {"variant_id": v.id}, {"ncu": ncu, "note": note})
+        log(state, "profile", {"variant_id": v.id}, {"ncu": ncu, "note": note})
         return {"profiled": done}
 
     def record(self, state: ShapeState) -> dict[str, Any]:
+        archive, log, plateau_min_gain = self.archive, self._log, self.budget.plateau_min_gain
+        gpu_name, acc, shape_l = self.gpu_name, self.acc, self.shape_l
         results = state.get("step_results", [])
         with_src = sum(1 for p in state.get("proposals", []) if p.get("source"))
         no_kernel = sum(1 for r in results if r["status"] == "no_kernel")
-        b = self.archive.best(self.gpu_name, self.acc, self.shape_l)
+        b = archive.best(gpu_name, acc, shape_l)
         prev = state.get("best_speedup")
         new_sp = b.speedup if b else None
-        improved = new_sp is not None and (prev is None or new_sp > prev * (1 + self.budget.plateau_min_gain))
+        improved = new_sp is not None and (prev is None or new_sp > prev * (1 + plateau_min_gain))
         upd = {
             "step": state.get("step", 0) + 1,
             "candidates": state.get("candidates", 0) + with_src,
@@ -278,9 +289,9 @@ class ShapeLoop:
             "proposals": [],
             "passages": [],
         }
-        self._log(state, "record", {"results": results},
-                  {"best_id": upd["best_id"], "best_speedup": new_sp, "improved": improved,
-                   "candidates": upd["candidates"]})
+        log(state, "record", {"results": results},
+            {"best_id": upd["best_id"], "best_speedup": new_sp, "improved": improved,
+             "candidates": upd["candidates"]})
         return upd
 
     def decide(self, state: ShapeState) -> dict[str, Any]:
