@@ -103,10 +103,11 @@ def render(params: dict[str, Any]) -> str:
 
 def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") -> list[dict[str, Any]]:
     """Feasible configs: each tile with the deepest ring that fits and one stage less, in every tile order, and the TMA
-    epilogue where the tile allows it (stores from registers measured 6% more cycles, result_r14_raw_tma.json),
-    with or without a 2-CTA cluster. The 128x64 tile stays out: in the domain for sweeps and one-knob mutations, it
-    won none of the output-bound small-K shapes it was written for (0.81-0.87 in graph mode), and the
-    space's exploration samples of the big shapes stay as they were measured."""
+    epilogue where the tile allows it (stores from registers measured 6% more cycles,
+    docs/benchmarks/data/sweeps/raw_tma_2026-11-23_1c52652.json), with or without a 2-CTA cluster. The 128x64 tile
+    stays out: in the domain for sweeps and one-knob mutations, it won none of the output-bound small-K shapes it was
+    written for (0.81-0.87 in graph mode), and the space's exploration samples of the big shapes stay as they were
+    measured."""
     if acc != "fp32":
         return []
     out = []
@@ -175,7 +176,8 @@ def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str
     the deepest ring; beyond one wave, bands that keep a wave's footprint square (`_square_band`), and on one wave
     the order `_one_wave_band` measured. 256x192 where 192 divides N, as for CUTLASS, and first where 128x256 would
     take more than four waves. No 2-CTA cluster: it has not been timed beyond one wave since its barrier fix
-    (docs/benchmarks/sweeps/result_r17_cluster_arrive.txt), and on one wave it measured 0.987-0.994 in bands.
+    (docs/benchmarks/data/sweeps/cluster_arrive_2026-11-23_3767b20.txt), and on one wave it measured 0.987-0.994 in
+    bands.
     A one-wave grid whose B is at least twice A streams B (and C) with an L2 evict_first hint, so A stays for the next
     call: 1.2% and 1.1% faster power-steady on 1024x4096x8192 in two sweeps on two machines (clock +15-22
     MHz, cycles unchanged); the hint on A measured nothing on 4096x1024x12288, and on multi-wave shapes it cost
@@ -213,11 +215,11 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     tiles = ceil_div(m, tm) * ceil_div(n, tn)
     eff = pricing.WGMMA_TILE_EFF.get((tm, tn), 0.9)
     # stores from registers leave the tensor cores idle longer: 626k against 591k cycles a call for the TMA
-    # epilogue on 8192x2048x8192 (H200, power-steady, docs/benchmarks/sweeps/result_r14_raw_tma.json)
+    # epilogue on 8192x2048x8192 (H200, power-steady, docs/benchmarks/data/sweeps/raw_tma_2026-11-23_1c52652.json)
     eff *= 1.0 if p.get("epi") == "tma" else 0.94
     # beyond one wave one CTA and a pair are even with CUTLASS's 2x1 persistent 128x256 (two campaigns: -0.6% to
     # +1.0% on 8192x2048x8192 and 8192x4096x16384, power-steady); on one wave a pair took 1.3% longer than one CTA
-    # (sweeps/result_r17_cluster_arrive.txt)
+    # (docs/benchmarks/data/sweeps/cluster_arrive_2026-11-23_3767b20.txt)
     eff *= 0.987 if tiles <= sms and p.get("cluster_m", 1) == 2 else 1.0
     # two m64 atoms per warpgroup read each B slice twice from shared memory: 256x128 measured 0.5-3.3% behind
     # 128x256 on five big shapes in two campaigns (mean 1.8%); 256x192 reads 22% less from L2 and keeps its table value
