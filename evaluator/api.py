@@ -13,6 +13,7 @@ import threading
 import time
 
 from evaluator import record as R
+from evaluator.compile import ARCH_HELP, DEFAULT_ARCH, default_arch  # noqa: F401 (the CLIs' one --arch default)
 from evaluator.contract import ACCUMULATORS, MODES, PROFILES, check_shape
 from evaluator.gpu import NoGPUError, has_gpu
 from evaluator.pool import WorkerPool

@@ -13,10 +13,11 @@ from pathlib import Path
 
 from evaluator import contract
 from evaluator import record as R
+from evaluator.compile import ARCH_HELP
 
 GPU_NEEDED = "a CUDA GPU is needed to run, check and time a kernel, and none is visible on this machine"
 NO_GPU_MESSAGE = (f"{GPU_NEEDED}. Without one, screen and compile only: "
-                  "cudal2 eval KERNEL.cu --compile-only --arch sm_90a")
+                  "cudal2 eval KERNEL.cu --compile-only (builds for sm_90a unless --arch says otherwise)")
 
 
 class UsageError(Exception):
@@ -33,7 +34,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ncu", action="store_true", help="also profile the candidate with Nsight Compute")
     p.add_argument("--compile-only", action="store_true",
                    help="screen and compile only (no GPU needed); exit 0 when it compiled")
-    p.add_argument("--arch", help="GPU architecture to build for (sm_90a, sm_80, ...); default: this machine's GPU")
+    p.add_argument("--arch", help=ARCH_HELP)
     p.set_defaults(func=cmd_eval)
 
     b = sub.add_parser("baselines", help="time NVIDIA's baselines (cuBLAS, cuBLASLt, torch) for one shape",

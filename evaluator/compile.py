@@ -128,16 +128,23 @@ def cutlass_version() -> str:
 
 _ARCH_RE = re.compile(r"^(?:sm_|compute_)?(\d{2,3})([af]?)$")
 
+# Without a GPU to ask, builds target the H100/H200 (the architecture the project's results are measured on).
+DEFAULT_ARCH = "sm_90a"
+ARCH_HELP = (f"GPU architecture to build for (sm_90a, sm_80, ...); default: this machine's GPU, or {DEFAULT_ARCH} "
+             "on a machine without one")
+
+
+def default_arch() -> str:
+    """This machine's GPU architecture, or DEFAULT_ARCH on a machine without a CUDA GPU."""
+    from evaluator import gpu  # noqa: PLC0415
+
+    return gpu.native_arch() if gpu.has_gpu() else DEFAULT_ARCH
+
 
 def resolve_arch(arch: str | None) -> str:
-    """'sm_90a', '90a', 'sm_80', '80' -> 'sm_90a' / 'sm_80'; None -> this machine's GPU."""
+    """'sm_90a', '90a', 'sm_80', '80' -> 'sm_90a' / 'sm_80'; None -> default_arch()."""
     if arch is None:
-        from evaluator import gpu  # noqa: PLC0415
-
-        if not gpu.has_gpu():
-            raise ValueError("no CUDA GPU here to take the architecture from: pass --arch (e.g. sm_90a for H100, "
-                             "sm_80 for A100)")
-        return gpu.native_arch()
+        return default_arch()
     m = _ARCH_RE.match(str(arch).strip().lower())
     if not m:
         raise ValueError(f"not a GPU architecture: {arch!r} (expected e.g. sm_90a, sm_80, 90a or 80)")
