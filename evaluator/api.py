@@ -43,10 +43,12 @@ def _validate(acc: str, mode: str, profile: str) -> None:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
 
 
-def compile_only(source: str, shape=(0, 0, 0), *, acc: str = "fp32", arch: str | None = None) -> R.EvalResult:
+def compile_only(source: str, shape=(0, 0, 0), *, acc: str = "fp32", arch: str | None = None,
+                 build_progress=None) -> R.EvalResult:
+    """`build_progress`: see compile_kernel's `progress` (a slow build's elapsed and expected time)."""
     from evaluator.compile import compile_kernel, compile_status, source_hash
 
-    info = compile_kernel(source, arch)
+    info = compile_kernel(source, arch, progress=build_progress)
     status, reason = compile_status(info)
     return R.EvalResult(status=status, reason=reason, shape=tuple(shape), acc=acc, source_hash=source_hash(source),
                         code_length=len(source), compile=info)
@@ -56,14 +58,14 @@ def evaluate(source: str, shape, *, acc: str = "fp32", mode: str = "offline", pr
              sanitize: bool = False, ncu: bool = False, arch: str | None = None, pool: WorkerPool | None = None,
              gpu: int | None = None, seed: int | None = None, on_progress=None,
              inactivity_timeout: float | None = None, rivals: dict[str, str] | None = None,
-             rounds: int | None = None) -> R.EvalResult:
+             rounds: int | None = None, build_progress=None) -> R.EvalResult:
     """`rivals` (name -> source): kernels that passed every check before, timed beside this one in the same rounds,
     so that leaders are compared on one clock (their figures: `EvalResult.rivals`, `head_to_head`). `rounds`
-    overrides the profile's number of timed rounds (power-steady included)."""
+    overrides the profile's number of timed rounds (power-steady included). `build_progress`: as compile_only's."""
     started = time.monotonic()
     shape = check_shape(shape)
     _validate(acc, mode, profile)
-    res = compile_only(source, shape, acc=acc, arch=arch)
+    res = compile_only(source, shape, acc=acc, arch=arch, build_progress=build_progress)
     res.mode, res.profile = mode, profile
     if res.status != R.COMPILED:
         res.wall_seconds = time.monotonic() - started

@@ -193,11 +193,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 2
 
 
+def _print_build_progress(p) -> None:
+    print(f"cudal2 eval: {p.line()}", file=sys.stderr, flush=True)
+
+
 def _compile_record(source: str, shape: tuple[int, int, int], args: argparse.Namespace) -> R.EvalResult:
     from evaluator.compile import ToolMissingError, compile_kernel, compile_status, source_hash  # noqa: PLC0415
 
     try:
-        info = compile_kernel(source, args.arch)
+        info = compile_kernel(source, args.arch, progress=_print_build_progress)
     except (ValueError, ToolMissingError) as e:
         raise UsageError(str(e)) from None
     status, reason = compile_status(info)
@@ -232,7 +236,7 @@ def _eval(args: argparse.Namespace) -> int:
 
     try:
         res = evaluate(source, shape, acc=args.acc, mode=args.mode, profile=args.profile, sanitize=args.sanitize,
-                       ncu=args.ncu, arch=args.arch)
+                       ncu=args.ncu, arch=args.arch, build_progress=_print_build_progress)
     except ValueError as e:
         raise UsageError(str(e)) from None
     print_result(res, console)
