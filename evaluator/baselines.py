@@ -20,7 +20,7 @@ MAX_LT_ALGOS = 100
 # power-steady when the shape is big (run 13 kept a TN pick at 160.8-167.9 us on one machine where another machine's
 # pick ran 153.4-156.0: short bursts after a neighbour's clock state rank big-shape algorithms wrongly). "steady-2":
 # the same final on every shape, since screening picks of mid shapes also ran up to 2.7% slower than the best
-# algorithm (sweeps/result_r20_autotune_mid.json) and the final costs ~3 s a layout there.
+# algorithm (docs/benchmarks/data/sweeps/autotune_mid_2026-11-23_be9da62.json) and the final costs ~3 s a layout there.
 AUTOTUNE_METHOD = "steady-2"
 STEADY_FINALISTS = 4
 

@@ -216,11 +216,11 @@ def _raw_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> float:
     tiles = ceil_div(m, tm) * ceil_div(n, tn)
     eff = WGMMA_TILE_EFF.get((tm, tn), 0.9)
     # stores from registers leave the tensor cores idle longer: 626k against 591k cycles a call for the TMA
-    # epilogue on 8192x2048x8192 (H200, power-steady, docs/benchmarks/sweeps/result_r14_raw_tma.json)
+    # epilogue on 8192x2048x8192 (H200, power-steady, docs/benchmarks/data/sweeps/raw_tma_2026-11-23_1c52652.json)
     eff *= 1.0 if p.get("epi") == "tma" else 0.94
     # beyond one wave one CTA and a pair are even with CUTLASS's 2x1 persistent 128x256 (runs 25 and 26: -0.6% to
     # +1.0% on 8192x2048x8192 and 8192x4096x16384, power-steady); on one wave a pair took 1.3% longer than one CTA
-    # (sweeps/result_r17_cluster_arrive.txt)
+    # (docs/benchmarks/data/sweeps/cluster_arrive_2026-11-23_3767b20.txt)
     eff *= 0.987 if tiles <= sms and p.get("cluster_m", 1) == 2 else 1.0
     # two m64 atoms per warpgroup read each B slice twice from shared memory: 256x128 measured 0.5-3.3% behind
     # 128x256 on five big shapes in runs 25 and 26 (mean 1.8%); 256x192 reads 22% less from L2 and keeps its table value

@@ -356,7 +356,7 @@ def raw_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, An
     the deepest ring; beyond one wave, bands that keep a wave's footprint square (`_square_band`), and on one wave
     the order `_one_wave_band` measured. 256x192 where 192 divides N, as for CUTLASS, and first where 128x256 would
     take more than four waves. No 2-CTA cluster: it has not been timed beyond one wave since its barrier fix
-    (docs/benchmarks/sweeps/result_r17_cluster_arrive.txt), and on one wave it measured 0.987-0.994 in bands (r49).
+    (docs/benchmarks/data/sweeps/cluster_arrive_2026-11-23_3767b20.txt), and on one wave it measured 0.987-0.994 in bands (r49).
     A one-wave grid whose B is at least twice A streams B (and C) with an L2 evict_first hint, so A stays for the next
     call: 1.2% and 1.1% faster power-steady on 1024x4096x8192 in two sweeps on two machines (r31, r32; clock +15-22
     MHz, cycles unchanged); the hint on A measured nothing on 4096x1024x12288 (r31), and on multi-wave shapes it cost
