@@ -17,7 +17,7 @@ NAMES = ("torch", "cublas-NN", "cublas-TN", "cublaslt-heuristic-NN", "cublaslt-h
          "cublaslt-autotune-NN", "cublaslt-autotune-TN")
 MAX_LT_ALGOS = 100
 # How a cached pick was made; a pick made another way is tuned again. "steady-1": the screening's leaders re-timed
-# power-steady when the shape is big (run 13 kept a TN pick at 160.8-167.9 us on one machine where another machine's
+# power-steady when the shape is big (one run kept a TN pick at 160.8-167.9 us on one machine where another machine's
 # pick ran 153.4-156.0: short bursts after a neighbour's clock state rank big-shape algorithms wrongly). "steady-2":
 # the same final on every shape, since screening picks of mid shapes also ran up to 2.7% slower than the best
 # algorithm (docs/benchmarks/data/sweeps/autotune_mid_2026-11-23_be9da62.json) and the final costs ~3 s a layout there.

@@ -134,7 +134,7 @@ def recorded_settings(run_dirs: list[Path], a) -> argparse.Namespace:
 def physical_gpus(rows_and_archives) -> list[str]:
     """The UUIDs of the physical GPUs behind a table's figures, its search measurements included. A run spread over
     lent machines is measured on several, and a tiny shape's baseline moved by up to 9% between two of them
-    (docs/benchmarks/builtin_policy.md, "Runs 22-24"). Records from before session 17 name none."""
+    (H200s, 2026-11-24). Older records name none."""
     seen = set()
     for row, archive in rows_and_archives:
         results = [row.result] + [v.result for v in archive.history(row.gpu, row.acc, row.shape)]
@@ -220,7 +220,7 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
              "  GPU s is the time the shape's evaluations held a GPU, the second ones included; \"search",
              "  measurements\" are the winner's own measurements during the search, which chose it as the fastest",
              "  and so read high",
-             *(["- this run's records predate the GPU time (session 40): their GPU s is wall time less the compile,",
+             *(["- this run's records predate the GPU time record (2026-11-25): their GPU s is wall time less the compile,",
                 "  which also counts waits for a GPU that another shape's evaluation held, so it overstates GPU time",
                 "  where lanes outnumber GPUs"] if legacy else []),
              f"- command: `python3 scripts/bench_builtin_policy.py --shapes {a.shapes} --budget {a.budget} "

@@ -1,4 +1,4 @@
-"""Probe (sweep r47): where a hopper_raw call spends its energy at the power limit. Renders one hopper_raw config and
+"""Probe (an earlier sweep): where a hopper_raw call spends its energy at the power limit. Renders one hopper_raw config and
 cuts parts out of its text, so that each probe leaves out one kind of work (wrong results, timing only):
 
 - no_mma: the consumers wait for every stage and hand it back, but issue no wgmma (loads + stores + barriers);
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from agent.families import render  # noqa: E402
 
 ONE_WAVE = {"tile_m": 128, "tile_n": 256, "stages": 4, "group": 1, "epi": "tma", "acc": "fp32", "pdl": True}
-# shape: {variant: (params, the probes cut from it)}; the first round measured run 34's best hopper_raw configs, the
+# shape: {variant: (params, the probes cut from it)}; the first round measured an earlier run's best hopper_raw configs, the
 # second (--pairs) the same with 2-CTA clusters that multicast B, whose L2 reads they halve
 ROUNDS = {
     "first": {
@@ -43,7 +43,7 @@ ROUNDS = {
     },
 }
 
-# run 34's winner on the one-wave shape (CUTLASS's collective), for scale
+# an earlier run's winner on the one-wave shape (CUTLASS's collective), for scale
 EXTRA = {(1024, 4096, 8192): {"cutlass_r34": {"family": "hopper_wgmma", "params": {
     "pdl": True, "epi_n": 64, "tile_m": 128, "tile_n": 256, "tile_k": 64, "cluster_m": 1, "cluster_n": 1,
     "schedule": "cooperative", "scheduler": "persistent", "splits": 1, "raster": "along_m", "swizzle": 4,

@@ -1,4 +1,4 @@
-"""Probe (sweep r43): what one `hgemm` call costs the host (CPU time to enqueue it), per family, beside torch.matmul
+"""Probe (an earlier sweep): what one `hgemm` call costs the host (CPU time to enqueue it), per family, beside torch.matmul
 and beside a ctypes call that does nothing, and what the CUDA API calls of the TMA families' host paths cost alone.
 
 Run on the GPU machine after `source scripts/device_env.sh`:

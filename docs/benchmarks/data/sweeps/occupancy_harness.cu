@@ -1,4 +1,4 @@
-// Sweep r17 (one-off, H200): how many 2-CTA clusters of a hopper_raw kernel the occupancy query allows, and one
+// A one-off sweep (H200): how many 2-CTA clusters of a hopper_raw kernel the occupancy query allows, and one
 // call's time. Build beside a rendered kernel saved as c2.cu (agent.families.render("hopper_raw", params, shape,
 // "sm_90a")): nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I<cutlass include> -I. this.cu
 #include "c2.cu"

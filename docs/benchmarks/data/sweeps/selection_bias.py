@@ -1,9 +1,9 @@
-"""How far a big shape's winner reads below the measurements that picked it (no GPU; analysis r53, session 30).
+"""How far a big shape's winner reads below the measurements that picked it (no GPU; analysis r53, an earlier session).
 
     python3 docs/benchmarks/data/sweeps/selection_bias.py RUN_DIR [RUN_DIR ...]   (from the repository root)
 
 For every shape of at least 2^36 FLOP in each run folder: the winner's search and confirmation readings (speedup
-against cuBLASLt-AutoTuning-max; the confirmation is a second evaluation up to session 33, a tournament since) and
+against cuBLASLt-AutoTuning-max; the confirmation is a second evaluation up to an earlier session, a tournament since) and
 the median of its offline final measurements, which are separate evaluations taken after the pick. The search picks
 the highest of noisy readings, so the finals read lower on average; their ratio says how much of a leader's margin
 is selection rather than speed.
@@ -30,7 +30,7 @@ def winners(run_dir: Path):
         if 2 * math.prod(shape) < 2 ** 36:
             continue
         picked = [r.speedup(BASELINE) for r in [archive.get(vid).result] + archive.remeasures(vid)]
-        # since session 34 the confirmation is a tournament: the winner's figure there is its second picking reading
+        # since an earlier session the confirmation is a tournament: the winner's figure there is its second picking reading
         tour = archive.tournament(gpu, acc, shape)
         picked += [x for i, x in (tour["figures"] if tour else []) if i == vid]
         yield shape, picked, statistics.median(f)

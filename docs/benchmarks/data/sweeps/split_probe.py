@@ -1,4 +1,4 @@
-"""Probe (sweep r41): where a hopper_raw K-split call spends its time. For each config: host enqueue time per call,
+"""Probe (an earlier sweep): where a hopper_raw K-split call spends its time. For each config: host enqueue time per call,
 GPU time per call from events over back-to-back calls, and one synchronised call, beside torch.matmul (cuBLAS).
 Run on the GPU machine after `source scripts/device_env.sh`:  python3 docs/benchmarks/data/sweeps/split_probe.py [ONLY]
 It renders hopper_raw's `split_k` knob, which exists only in the commits that measured it: f898004 (a cluster along
