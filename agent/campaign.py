@@ -207,7 +207,7 @@ class _AheadProposer:
 class CampaignDB:
     """runs/<run>/campaign.sqlite: the final measurements of each shape's best kernel in each mode, `rep` 0, 1, ...
     Each is its own evaluation (fresh operand buffers): one evaluation's CI covers its rounds only, and a big
-    near-parity shape moved by up to 5% between evaluations (docs/benchmarks/builtin_policy.md, "Run 13")."""
+    near-parity shape moved by up to 5% between evaluations (docs/benchmarks/data/sweeps/recheck_*)."""
 
     def __init__(self, path: Path):
         self.path = path

@@ -220,7 +220,8 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
              "  GPU s is the time the shape's evaluations held a GPU, the second ones included; \"search",
              "  measurements\" are the winner's own measurements during the search, which chose it as the fastest",
              "  and so read high",
-             *(["- this run's records predate the GPU time record (2026-11-25): their GPU s is wall time less the compile,",
+             *(["- this run's records predate the GPU time record (2026-11-25): their GPU s is wall time less the "
+                "compile,",
                 "  which also counts waits for a GPU that another shape's evaluation held, so it overstates GPU time",
                 "  where lanes outnumber GPUs"] if legacy else []),
              f"- command: `python3 scripts/bench_builtin_policy.py --shapes {a.shapes} --budget {a.budget} "

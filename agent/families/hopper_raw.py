@@ -99,8 +99,8 @@ def render(params: dict[str, Any]) -> str:
 
 def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") -> list[dict[str, Any]]:
     """Feasible configs: each tile with the deepest ring that fits and one stage less, in every tile order, and the TMA
-    epilogue where the tile allows it (stores from registers measured 6% more cycles, docs/benchmarks/data/sweeps/raw_tma_2026-11-23_1c52652.json),
-    with or without a 2-CTA cluster. The 128x64 tile stays out: in the domain for sweeps and one-knob mutations, it
+    epilogue where the tile allows it (stores from registers measured 6% more cycles,
+    docs/benchmarks/data/sweeps/raw_tma_2026-11-23_1c52652.json), with or without a 2-CTA cluster. The 128x64 tile stays out: in the domain for sweeps and one-knob mutations, it
     won none of the output-bound small-K shapes it was written for (0.81-0.87 in graph mode, sweep r25), and the
     space's exploration samples of the big shapes stay as they were measured."""
     if acc != "fp32":

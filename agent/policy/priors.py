@@ -35,7 +35,8 @@ def family_shares(shape: tuple[int, int, int], arch: str) -> dict[str, float]:
         # Skinny outputs with a long K: wgmma GEMMs over K slices (batched split-K) measured 0.98-1.00 of cuBLASLt on
         # the H200 where the mma.sync families reached 0.60-0.89. They won none of the five dev shapes of this class
         # in runs 2, 3, 15, 16 and 17, but giving their two slots in twelve to wgmma found no better kernel either
-        # (run 18, docs/benchmarks/builtin_policy.md): they stay, and at fp16 lose them on their first failure.
+        # (run 18, docs/benchmarks/data/tables/fp32_skinny_2026-11-24_186c0cf.md): they stay, and at fp16 lose them
+        # on their first failure.
         shares = {"small": 0.2, "ampere_cute": 0.2, "hopper_wgmma": 0.6}
     elif f < 2 ** 31 and m * n >= 2 ** 19:
         # Output-bound small-K shapes (128x4096x128, 1024x2048x64, 128x16384x64): a persistent CUTLASS 128x128 tile
@@ -356,7 +357,8 @@ def raw_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, An
     the deepest ring; beyond one wave, bands that keep a wave's footprint square (`_square_band`), and on one wave
     the order `_one_wave_band` measured. 256x192 where 192 divides N, as for CUTLASS, and first where 128x256 would
     take more than four waves. No 2-CTA cluster: it has not been timed beyond one wave since its barrier fix
-    (docs/benchmarks/data/sweeps/cluster_arrive_2026-11-23_3767b20.txt), and on one wave it measured 0.987-0.994 in bands (r49).
+    (docs/benchmarks/data/sweeps/cluster_arrive_2026-11-23_3767b20.txt), and on one wave it measured 0.987-0.994 in
+    bands (r49).
     A one-wave grid whose B is at least twice A streams B (and C) with an L2 evict_first hint, so A stays for the next
     call: 1.2% and 1.1% faster power-steady on 1024x4096x8192 in two sweeps on two machines (r31, r32; clock +15-22
     MHz, cycles unchanged); the hint on A measured nothing on 4096x1024x12288 (r31), and on multi-wave shapes it cost
