@@ -3,8 +3,10 @@ the best kernel's speedup against cuBLASLt-AutoTuning-max, re-measured offline a
 (interleaved with the baselines in one process), with the cost of the search: GPU seconds and compile CPU seconds.
 
     python3 scripts/bench_builtin_policy.py --shapes docs/benchmarks/dev_sample.txt --budget 8 --acc fp32 \
-        --runs-dir /tmp/runs --out docs/benchmarks
+        --runs-dir /tmp/runs --out docs/benchmarks/data/tables
 
+It writes builtin_policy_<acc>[_<mode>].md into --out; a table kept in the repository is renamed there to
+<acc>[_<device>]_<date>_<commit>.md (docs/benchmarks/data/README.md) and its figures quoted on the benchmark page.
 Re-running the same command resumes the campaign (nothing finished is measured twice). With --report-only, each
 --with-run adds another run of --runs-dir to one table (a benchmark spread over runs of its shape subsets); a
 shape measured in several is taken from the last run named.
@@ -34,7 +36,7 @@ def main() -> int:
     ap.add_argument("--acc", choices=["fp32", "fp16"], default=None, help="accumulator (default fp32)")
     ap.add_argument("--run", default=None)
     ap.add_argument("--runs-dir", default="runs")
-    ap.add_argument("--out", default="docs/benchmarks")
+    ap.add_argument("--out", default="docs/benchmarks/data/tables")
     ap.add_argument("--per-step", type=int, default=None, help="proposals per search step (default 4)")
     ap.add_argument("--lanes", type=int, default=None, help="shapes in flight (compile parallelism)")
     ap.add_argument("--ncu", choices=["auto", "on", "off"], default="auto")
