@@ -20,7 +20,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-_MADE_HERE: list[str] = []  # the session's build cache, removed when the session ends (~100 MB of builds)
+_MADE_HERE: list[str] = []  # the session's build cache, removed when the session ends
 
 
 def pytest_sessionfinish(session, exitstatus):
