@@ -16,6 +16,7 @@ EXIT_BAD_INPUT = 2
 
 def add_subcommands(sub: argparse._SubParsersAction) -> None:
     from agent.campaign.config import add_model_args
+    from evaluator.api import ARCH_HELP
 
     p = sub.add_parser("propose", help="write a model's kernel candidates for one shape (no GPU needed)",
                        description="Ask the model for candidates for one (M, N, K) and write them as contract .cu "
@@ -23,7 +24,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shape", nargs=3, type=int, required=True, metavar=("M", "N", "K"))
     p.add_argument("-n", type=int, default=8, help="number of candidates to request (default 8)")
     p.add_argument("--acc", choices=["fp32", "fp16"], default="fp32", help="accumulator (default fp32)")
-    p.add_argument("--arch", default="sm_90a", help="target architecture (default sm_90a)")
+    p.add_argument("--arch", default=None, help=ARCH_HELP)
     p.add_argument("--mode", choices=MODES, default="offline",
                    help="the timing mode the kernels are for (graph: replayed from a CUDA graph, launched without PDL)")
     p.add_argument("--out", required=True, metavar="DIR", help="folder for the .cu files and manifest.json")
@@ -66,6 +67,10 @@ def cmd_propose(args: argparse.Namespace) -> int:
         return _err(str(e))
     if args.n < 1:
         return _err("-n must be at least 1")
+    if args.arch is None:
+        from evaluator.api import default_arch
+
+        args.arch = default_arch()
     try:
         cfg = load_model_config(args)
         cfg.api_key()  # a missing key is bad input, not a rejected reply per candidate

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import jinja2
 
+from agent.resources import data_dir
 from evaluator.contract import MODES  # the report's mode sections, in this order
 from evaluator.record import EvalResult
 
@@ -34,7 +35,7 @@ PLOT_SERIES = [("torch.matmul", "torch", "#6b7280"), ("cuBLAS max", "cublas-max"
                ("cuBLASLt-AutoTuning max", "cublaslt-autotune-max", "#dc2626")]
 SELECT_BY = "cublaslt-autotune-max"  # the strongest baseline decides which variant is a shape's best
 
-_TEMPLATE_DIR = Path(__file__).resolve().parents[1] / "prompts"
+_TEMPLATE_DIR = data_dir("prompts")
 _TEMPLATE = "report.html.j2"
 
 

@@ -13,6 +13,7 @@ import threading
 import time
 
 from evaluator import record as R
+from evaluator.compile import ARCH_HELP, DEFAULT_ARCH, default_arch  # noqa: F401 (the CLIs' one --arch default)
 from evaluator.contract import ACCUMULATORS, MODES, PROFILES, check_shape
 from evaluator.gpu import NoGPUError, has_gpu
 from evaluator.pool import WorkerPool
@@ -43,10 +44,12 @@ def _validate(acc: str, mode: str, profile: str) -> None:
 
 
 def compile_only(source: str, shape=(0, 0, 0), *, acc: str = "fp32", arch: str | None = None,
-                 screen: bool = True) -> R.EvalResult:
+                 screen: bool = True, build_progress=None) -> R.EvalResult:
+    """`build_progress`: see compile_kernel's `progress` (a slow build's elapsed and expected time).
+    `screen=False` skips the source screen (the red team uses it to show what the run time refuses)."""
     from evaluator.compile import compile_kernel, compile_status, source_hash
 
-    info = compile_kernel(source, arch, screen_source=screen)
+    info = compile_kernel(source, arch, screen_source=screen, progress=build_progress)
     status, reason = compile_status(info)
     return R.EvalResult(status=status, reason=reason, shape=tuple(shape), acc=acc, source_hash=source_hash(source),
                         code_length=len(source), compile=info)
@@ -56,15 +59,16 @@ def evaluate(source: str, shape, *, acc: str = "fp32", mode: str = "offline", pr
              sanitize: bool = False, ncu: bool = False, arch: str | None = None, pool: WorkerPool | None = None,
              gpu: int | None = None, seed: int | None = None, on_progress=None,
              inactivity_timeout: float | None = None, rivals: dict[str, str] | None = None,
-             rounds: int | None = None, screen: bool = True) -> R.EvalResult:
+             rounds: int | None = None, screen: bool = True, build_progress=None) -> R.EvalResult:
     """`rivals` (name -> source): kernels that passed every check before, timed beside this one in the same rounds,
     so that leaders are compared on one clock (their figures: `EvalResult.rivals`, `head_to_head`). `rounds`
     overrides the profile's number of timed rounds (power-steady included). `screen=False` skips the source screen
-    (the hostile suite uses it to show that the run-time checks refuse what the screen would have)."""
+    (the red team uses it to show that the run-time checks refuse what the screen would have). `build_progress`:
+    as compile_only's."""
     started = time.monotonic()
     shape = check_shape(shape)
     _validate(acc, mode, profile)
-    res = compile_only(source, shape, acc=acc, arch=arch, screen=screen)
+    res = compile_only(source, shape, acc=acc, arch=arch, screen=screen, build_progress=build_progress)
     res.mode, res.profile = mode, profile
     if res.status != R.COMPILED:
         res.wall_seconds = time.monotonic() - started

@@ -19,7 +19,8 @@ DEVIATION_HEADROOM = 1.05  # summation order may move the max deviation a little
 # With fp16 accumulation the error is the accumulation chain's, and the max over millions of outputs is an extreme
 # value that moves several percent between draws: a kernel as accurate as cuBLAS (RMS 0.995 of it) read max ratios
 # of 0.954-1.031 over 12 draws and was refused in 2 of 6 final evaluations, while its RMS ratio held 0.994-0.995
-# (sweep r55, H100). So the fp16 class is judged on the RMS error, with the max as a backstop for a few wild elements.
+# (H100, docs/benchmarks/data/sweeps/fp16_accuracy_2026-11-25_7548d28.json). So the fp16 class is judged on the RMS
+# error, with the max as a backstop for a few wild elements.
 FP16_RMS_HEADROOM = 1.05
 FP16_MAX_BACKSTOP = 1.5  # an RMS-equal kernel's max reached 1.08x the baselines'; one 25% worse in RMS, 1.16-1.84x
 ESCAPE_TRIES = 3

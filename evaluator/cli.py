@@ -13,10 +13,11 @@ from pathlib import Path
 
 from evaluator import contract
 from evaluator import record as R
+from evaluator.compile import ARCH_HELP
 
 GPU_NEEDED = "a CUDA GPU is needed to run, check and time a kernel, and none is visible on this machine"
 NO_GPU_MESSAGE = (f"{GPU_NEEDED}. Without one, screen and compile only: "
-                  "cudal2 eval KERNEL.cu --compile-only --arch sm_90a")
+                  "cudal2 eval KERNEL.cu --compile-only (builds for sm_90a unless --arch says otherwise)")
 
 
 class UsageError(Exception):
@@ -33,7 +34,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ncu", action="store_true", help="also profile the candidate with Nsight Compute")
     p.add_argument("--compile-only", action="store_true",
                    help="screen and compile only (no GPU needed); exit 0 when it compiled")
-    p.add_argument("--arch", help="GPU architecture to build for (sm_90a, sm_80, ...); default: this machine's GPU")
+    p.add_argument("--arch", help=ARCH_HELP)
     p.set_defaults(func=cmd_eval)
 
     b = sub.add_parser("baselines", help="time NVIDIA's baselines (cuBLAS, cuBLASLt, torch) for one shape",
@@ -192,11 +193,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 2
 
 
+def _print_build_progress(p) -> None:
+    print(f"cudal2 eval: {p.line()}", file=sys.stderr, flush=True)
+
+
 def _compile_record(source: str, shape: tuple[int, int, int], args: argparse.Namespace) -> R.EvalResult:
     from evaluator.compile import ToolMissingError, compile_kernel, compile_status, source_hash  # noqa: PLC0415
 
     try:
-        info = compile_kernel(source, args.arch)
+        info = compile_kernel(source, args.arch, progress=_print_build_progress)
     except (ValueError, ToolMissingError) as e:
         raise UsageError(str(e)) from None
     status, reason = compile_status(info)
@@ -231,7 +236,7 @@ def _eval(args: argparse.Namespace) -> int:
 
     try:
         res = evaluate(source, shape, acc=args.acc, mode=args.mode, profile=args.profile, sanitize=args.sanitize,
-                       ncu=args.ncu, arch=args.arch)
+                       ncu=args.ncu, arch=args.arch, build_progress=_print_build_progress)
     except ValueError as e:
         raise UsageError(str(e)) from None
     print_result(res, console)

@@ -20,8 +20,9 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
+from evaluator import build_progress
 from evaluator.proc import run_in_group
 from evaluator.record import COMPILE_ERROR, COMPILE_TIMEOUT, COMPILED, SCREEN_REJECTED, CompileInfo
 
@@ -128,16 +129,23 @@ def cutlass_version() -> str:
 
 _ARCH_RE = re.compile(r"^(?:sm_|compute_)?(\d{2,3})([af]?)$")
 
+# Without a GPU to ask, builds target the H100/H200 (the architecture the project's results are measured on).
+DEFAULT_ARCH = "sm_90a"
+ARCH_HELP = (f"GPU architecture to build for (sm_90a, sm_80, ...); default: this machine's GPU, or {DEFAULT_ARCH} "
+             "on a machine without one")
+
+
+def default_arch() -> str:
+    """This machine's GPU architecture, or DEFAULT_ARCH on a machine without a CUDA GPU."""
+    from evaluator import gpu  # noqa: PLC0415
+
+    return gpu.native_arch() if gpu.has_gpu() else DEFAULT_ARCH
+
 
 def resolve_arch(arch: str | None) -> str:
-    """'sm_90a', '90a', 'sm_80', '80' -> 'sm_90a' / 'sm_80'; None -> this machine's GPU."""
+    """'sm_90a', '90a', 'sm_80', '80' -> 'sm_90a' / 'sm_80'; None -> default_arch()."""
     if arch is None:
-        from evaluator import gpu  # noqa: PLC0415
-
-        if not gpu.has_gpu():
-            raise ValueError("no CUDA GPU here to take the architecture from: pass --arch (e.g. sm_90a for H100, "
-                             "sm_80 for A100)")
-        return gpu.native_arch()
+        return default_arch()
     m = _ARCH_RE.match(str(arch).strip().lower())
     if not m:
         raise ValueError(f"not a GPU architecture: {arch!r} (expected e.g. sm_90a, sm_80, 90a or 80)")
@@ -346,9 +354,11 @@ def _store(root: Path, entry: Path, build_dir: Path, info: CompileInfo) -> Compi
 
 def compile_kernel(source: str, arch: str | None = None, *, extra_flags: Sequence[str] = (),
                    link_flags: Sequence[str] = (), timeout: float = 300.0, cache_dir: Path | None = None,
-                   screen_source: bool = True) -> CompileInfo:
+                   screen_source: bool = True,
+                   progress: Callable[[build_progress.BuildProgress], None] | None = None) -> CompileInfo:
     """Screen, then build `source` into a shared library (or return the cached build). Never raises for a bad
-    kernel: the outcome is in CompileInfo (ok, log); see compile_status() for the record status."""
+    kernel: the outcome is in CompileInfo (ok, log); see compile_status() for the record status. `progress` is
+    called every few seconds while nvcc runs, with the time elapsed and what earlier builds of its kind took."""
     started = time.monotonic()
     arch = resolve_arch(arch)
     flags = [*BASE_FLAGS, *gencode_flags(arch), *extra_flags]
@@ -380,18 +390,22 @@ def compile_kernel(source: str, arch: str | None = None, *, extra_flags: Sequenc
         deadline = started + timeout
         nvcc = nvcc_path()
         cmd_c = [nvcc, "-c", "-Xcompiler", "-fPIC", *flags, *includes, "kernel.cu", "-o", "kernel.o"]
-        rc, out = _run(cmd_c, build_dir, deadline)
-        log = "$ " + " ".join(cmd_c) + "\n" + out
-        refusal: list[str] = []
-        if rc == 0 and screen_source:
-            from evaluator.screen import screen_symbols  # noqa: PLC0415
+        kind = build_progress.kind_of(source)
+        with build_progress.Ticker(progress, kind, root, started):
+            rc, out = _run(cmd_c, build_dir, deadline)
+            log = "$ " + " ".join(cmd_c) + "\n" + out
+            refusal: list[str] = []
+            if rc == 0 and screen_source:
+                from evaluator.screen import screen_symbols  # noqa: PLC0415
 
-            refusal = screen_symbols(build_dir / "kernel.o", source)
-        if rc == 0 and not refusal:
-            cmd_l = [nvcc, "-shared", *gencode_flags(arch), "kernel.o", *link, "-o", "kernel.so"]
-            rc, out = _run(cmd_l, build_dir, deadline)
-            log += "$ " + " ".join(cmd_l) + "\n" + out
+                refusal = screen_symbols(build_dir / "kernel.o", source)
+            if rc == 0 and not refusal:
+                cmd_l = [nvcc, "-shared", *gencode_flags(arch), "kernel.o", *link, "-o", "kernel.so"]
+                rc, out = _run(cmd_l, build_dir, deadline)
+                log += "$ " + " ".join(cmd_l) + "\n" + out
         info.seconds = info.build_seconds = time.monotonic() - started
+        if rc is not None:
+            build_progress.record(root, kind, info.build_seconds)
         if rc is None:
             info.log = _clip(f"{TIMEOUT_PREFIX} nvcc did not finish within {timeout:g} s and was killed\n" + log)
             shutil.rmtree(build_dir, ignore_errors=True)

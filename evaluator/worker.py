@@ -31,7 +31,7 @@ class Worker:
 
         self.info["name"] = device_name(0)
         # the UUID names the physical GPU: between two lent H200s one cuBLASLt algorithm measured 2.05 and 2.24 us on
-        # the same tiny shape (docs/benchmarks/builtin_policy.md, "Runs 22-24"), so a figure is traceable to its machine
+        # the same tiny shape (H200s, 2026-11-24), so a figure is traceable to its machine
         smi = nvidia_smi_query("driver_version,clocks.max.sm,clocks.max.mem,uuid,power.limit")
         if smi:
             self.info.update(driver_version=smi[0], max_sm_clock_mhz=smi[1], max_mem_clock_mhz=smi[2],

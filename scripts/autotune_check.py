@@ -6,7 +6,7 @@
 Per shape and layout (NN, TN): every algorithm cuBLASLt offers that is exact on {0,1} inputs is timed power-steady
 (the truth: what a baseline costs a user who runs the shape back to back), then the evaluator's autotuning runs
 `repeats` times from an empty cache: with the short interleaved bursts of the screening only ("screening") and as
-it is now ("steady": the screening's leaders re-timed power-steady, on every shape since sweep r20). Each pick is
+it is now ("steady": the screening's leaders re-timed power-steady, on every shape). Each pick is
 reported as its truth time over the best truth time (1.0 = the fastest algorithm; 1.05 = a baseline 5% slower than
 it could be, which inflates every speedup measured against it). The result goes to DIR/autotune_check.json.
 """

@@ -3,8 +3,10 @@ the best kernel's speedup against cuBLASLt-AutoTuning-max, re-measured offline a
 (interleaved with the baselines in one process), with the cost of the search: GPU seconds and compile CPU seconds.
 
     python3 scripts/bench_builtin_policy.py --shapes docs/benchmarks/dev_sample.txt --budget 8 --acc fp32 \
-        --runs-dir /tmp/runs --out docs/benchmarks
+        --runs-dir /tmp/runs --out docs/benchmarks/data/tables
 
+It writes builtin_policy_<acc>[_<mode>].md into --out; a table kept in the repository is renamed there to
+<acc>[_<device>]_<date>_<commit>.md (docs/benchmarks/data/README.md) and its figures quoted on the benchmark page.
 Re-running the same command resumes the campaign (nothing finished is measured twice). With --report-only, each
 --with-run adds another run of --runs-dir to one table (a benchmark spread over runs of its shape subsets); a
 shape measured in several is taken from the last run named.
@@ -34,7 +36,7 @@ def main() -> int:
     ap.add_argument("--acc", choices=["fp32", "fp16"], default=None, help="accumulator (default fp32)")
     ap.add_argument("--run", default=None)
     ap.add_argument("--runs-dir", default="runs")
-    ap.add_argument("--out", default="docs/benchmarks")
+    ap.add_argument("--out", default="docs/benchmarks/data/tables")
     ap.add_argument("--per-step", type=int, default=None, help="proposals per search step (default 4)")
     ap.add_argument("--lanes", type=int, default=None, help="shapes in flight (compile parallelism)")
     ap.add_argument("--ncu", choices=["auto", "on", "off"], default="auto")
@@ -134,7 +136,7 @@ def recorded_settings(run_dirs: list[Path], a) -> argparse.Namespace:
 def physical_gpus(rows_and_archives) -> list[str]:
     """The UUIDs of the physical GPUs behind a table's figures, its search measurements included. A run spread over
     lent machines is measured on several, and a tiny shape's baseline moved by up to 9% between two of them
-    (docs/benchmarks/builtin_policy.md, "Runs 22-24"). Records from before session 17 name none."""
+    (H200s, 2026-11-24). Older records name none."""
     seen = set()
     for row, archive in rows_and_archives:
         results = [row.result] + [v.result for v in archive.history(row.gpu, row.acc, row.shape)]
@@ -220,7 +222,8 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
              "  GPU s is the time the shape's evaluations held a GPU, the second ones included; \"search",
              "  measurements\" are the winner's own measurements during the search, which chose it as the fastest",
              "  and so read high",
-             *(["- this run's records predate the GPU time (session 40): their GPU s is wall time less the compile,",
+             *(["- this run's records predate the GPU time record (2026-11-25): their GPU s is wall time less the "
+                "compile,",
                 "  which also counts waits for a GPU that another shape's evaluation held, so it overstates GPU time",
                 "  where lanes outnumber GPUs"] if legacy else []),
              f"- command: `python3 scripts/bench_builtin_policy.py --shapes {a.shapes} --budget {a.budget} "

@@ -54,7 +54,8 @@ def part_baselines(shapes, pool, modes) -> tuple[list[dict], list[str]]:
 def part_eval(shapes, pool, kernel: str) -> tuple[list[dict], list[str]]:
     src = Path(kernel).read_text()
     compile_kernel(src)
-    rows, md = [], ["| M | N | K | candidate µs | eval wall s (after compile) | speedup run 1 | run 2 | spread |",
+    rows, md = [], [("| M | N | K | candidate µs | eval wall s (after compile) | speedup, first evaluation | second evaluation "
+                     "| spread |"),
                     "|---|---|---|---|---|---|---|---|"]
     for shape in shapes:
         res = []

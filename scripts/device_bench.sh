@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a lent GPU machine: one slice of a built-in policy benchmark spread over several device calls or sessions.
-#   RUN=builtin-fp32-r12 [RUNS_TGZ=path/runs.tgz] [BENCH_S=540] \
+#   RUN=builtin-fp32-h100 [RUNS_TGZ=path/runs.tgz] [BENCH_S=540] \
 #     bash scripts/device_bench.sh --shapes FILE --budget 12 ...
 # RUNS_TGZ is the runs.tgz an earlier slice returned: the campaign resumes from it, since every machine starts bare;
 # it also carries the baselines' autotuning picks (autotune_picks/ in the run folder), so every slice uses the same.
@@ -15,7 +15,7 @@ RUN=${RUN:?set RUN to the campaign run name}
 RUNS=${RUNS_DIR:-/tmp/runs}; mkdir -p "$RUNS"
 if [ -n "${RUNS_TGZ:-}" ]; then tar xzf "$RUNS_TGZ" -C "$RUNS" || exit 1; fi
 # cuBLASLt-AutoTuning's picks travel with the run: each machine would otherwise tune again and may pick another
-# algorithm (run 13: TN 160.8-167.9 us on its first machine, another pick at 153.4-156.0 on its third), and one run
+# algorithm (once: TN 160.8-167.9 us on its first machine, another pick at 153.4-156.0 on its third), and one run
 # would compare its slices against different baselines
 PICKS="$RUNS/$RUN/autotune_picks"
 if [ -d "$PICKS" ]; then mkdir -p "$CUDAL2_CACHE/autotune" && cp "$PICKS"/*.json "$CUDAL2_CACHE/autotune/" 2>/dev/null; fi

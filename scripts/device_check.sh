@@ -16,7 +16,7 @@ if ! python3 -c "import chromadb" 2>/dev/null; then
 fi
 # PART=i/n runs every n-th GPU test from the i-th on: the whole suite (64 tests, 9.3 min of pytest on the H200 at
 # acb718b, the family samples built in parallel) plus the wheels' install outlasts one 10-minute device call; at
-# 79 tests (session 33) half of them did not finish in 500 s on an H200 (25 of 40 passed by then), so split in four
+# 79 tests half of them did not finish in 500 s on an H200 (25 of 40 passed by then), so split in four
 if [ -n "${PART:-}" ]; then
   i=${PART%/*}; n=${PART#*/}
   TESTS=$(python3 -m pytest --collect-only -q -m gpu $TESTS -p no:cacheprovider 2>/dev/null | grep "::" \

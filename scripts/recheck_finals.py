@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Re-measure a finished campaign's winners on this machine, beside the figures the run reported (GPU machine).
 
-A near-parity big shape moves by 2-5% between evaluations of one kernel (docs/benchmarks/builtin_policy.md, "Run 13"
-and "Run 25"), and a lent GPU is one draw of several physical ones. This takes the kernels a run's final measurements
+A near-parity big shape moves by 2-5% between evaluations of one kernel (docs/benchmarks/data/sweeps/recheck_*),
+and a lent GPU is one draw of several physical ones. This takes the kernels a run's final measurements
 timed (campaign.sqlite + kernels/ in the run folder), loads the run's cuBLASLt-AutoTuning picks (autotune_picks/)
 into the cache so the baseline algorithms are the run's, and evaluates each winner `--repeats` more times per mode,
 the rounds interleaved across shapes, with every check of the evaluator.

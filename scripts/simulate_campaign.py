@@ -38,7 +38,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 # Inputs when no --costs file is given. Where each came from:
-#  - eval_s: run 37 of the built-in policy (docs/benchmarks/builtin_policy_fp32.md, H200s, 2026-11-25): a shape's
+#  - eval_s: a full built-in policy run (H200s, 2026-11-25,
+#    docs/benchmarks/data/tables/fp32_2026-11-25_68adedc_a.md): a shape's
 #    GPU seconds over its 21 evaluations (12 candidates, 3 second measurements, 6 finals), every check, baseline
 #    and baseline autotuning included: 1.9-10.2 s for the 16 shapes under 2^36 FLOP, 6.9-27.5 s for the 8 above,
 #    so a third of the shapes draw from the second range (the dev sample's share). The 2026-11-22 figures

@@ -3,7 +3,7 @@
 
 Big GEMMs run back to back hold a GPU at its power limit, where the SM clock follows the kernel's power: two
 kernels that need the same cycles per call can differ in time by their energy per cycle. This separates the two
-(docs/design/builtin_policy.md, "Energy per cycle").
+(docs/design/builtin_policy.md, the power-limit rule).
 
     python3 scripts/sustained_power.py SPEC.json --out DIR [--lead-s 0.5] [--timed-s 1.5] [--rounds 2] [--separator]
 

@@ -1,4 +1,5 @@
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -19,10 +20,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+_MADE_HERE: list[str] = []  # the session's build cache, removed when the session ends
+
+
+def pytest_sessionfinish(session, exitstatus):
+    for d in _MADE_HERE:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 @pytest.fixture
 def session_build_cache(monkeypatch):
     """One temporary build cache per test session, shared by the modules that use it and the CLI processes they
     start; set only while those tests run, so the GPU tests keep their persistent CUDAL2_CACHE (autotune choices)."""
     if "CUDAL2_TEST_CACHE" not in os.environ:
         os.environ["CUDAL2_TEST_CACHE"] = tempfile.mkdtemp(prefix="cudal2-test-cache-")
+        _MADE_HERE.append(os.environ["CUDAL2_TEST_CACHE"])
     monkeypatch.setenv("CUDAL2_CACHE", os.environ["CUDAL2_TEST_CACHE"])

@@ -201,14 +201,11 @@ def test_resolve_arch_and_gencode():
         C.resolve_arch("sm_12")
 
 
-def test_resolve_arch_without_gpu_asks_for_arch():
-    from evaluator.gpu import has_gpu
+def test_resolve_arch_defaults_to_the_gpu_or_sm_90a():
+    from evaluator.gpu import has_gpu, native_arch
 
-    if has_gpu():
-        assert C.resolve_arch(None).startswith("sm_")
-    else:
-        with pytest.raises(ValueError, match="--arch"):
-            C.resolve_arch(None)
+    assert C.resolve_arch(None) == (native_arch() if has_gpu() else "sm_90a")
+    assert "sm_90a" in C.ARCH_HELP
 
 
 def test_toolchain_facts():

@@ -77,9 +77,10 @@ def test_baselines_without_gpu_says_a_gpu_is_needed(capsys):
 
 
 @no_gpu_only
-def test_compile_only_without_gpu_needs_arch(capsys):
-    assert main(["eval", str(KERNELS / "reference_naive.cu"), "--compile-only"]) == 2
-    assert "pass --arch" in capsys.readouterr().err
+def test_compile_only_without_gpu_builds_for_sm_90a(tmp_path):
+    out = tmp_path / "default_arch.json"
+    assert main(["eval", str(KERNELS / "reference_naive.cu"), "--compile-only", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["compile"]["arch"] == "sm_90a"
 
 
 @pytest.mark.parametrize("args, message", [

@@ -518,7 +518,8 @@ def test_graph_mode_output_bound_priors_start_with_the_kernel_measured_best_in_g
     them exactly the kernel sweep r26 timed without PDL (the same normalised params); offline keeps its priors."""
     import json
 
-    r26 = json.loads((Path(__file__).resolve().parents[1] / "docs/benchmarks/sweeps/result_r26_graph_pdl.json")
+    r26 = json.loads((Path(__file__).resolve().parents[1]
+                      / "docs/benchmarks/data/sweeps/graph_pdl_2026-11-24_b50dfda.json")
                      .read_text())
     measured = [canonical(normal_params("ampere_cute", r["params"])) for r in r26
                 if r["family"] == "ampere_cute" and r["params"]["pdl"] is False]
@@ -540,8 +541,9 @@ def test_a_dram_bound_skinny_shape_starts_with_the_tile_that_streams_b_best():
     then the other priors, none of them twice; a B that fits in the L2, or 128 rows, keep their priors."""
     import json
 
-    sweeps = Path(__file__).resolve().parents[1] / "docs/benchmarks/sweeps"
-    for mode, name in (("graph", "result_r28_graph_skinny.json"), ("offline", "result_r30_offline_skinny.json")):
+    sweeps = Path(__file__).resolve().parents[1] / "docs/benchmarks/data/sweeps"
+    for mode, name in (("graph", "graph_skinny_2026-11-24_7e09303.json"),
+                       ("offline", "offline_skinny_2026-11-24_f4fc04e.json")):
         rows = [r for r in json.loads((sweeps / name).read_text()) if r["family"] == "hopper_wgmma"]
         speed = {canonical(normal_params("hopper_wgmma", r["params"])): r["speedup"] for r in rows}
         first = priors.priors("hopper_wgmma", (64, 8192, 4096), "fp32", "sm_90a", mode)[0]
@@ -615,8 +617,8 @@ def test_a_sliced_split_over_a_streamed_b_reads_b_as_stored():
     the K-major one right after it, and the cost model ranks them that way; where B fits, B_col_major stays."""
     import json
 
-    rows = json.loads((Path(__file__).resolve().parents[1] / "docs/benchmarks/sweeps"
-                       / "result_r60_skinny_b_layout.json").read_text())["shapes"]["256x2048x16384"]["rounds"]
+    rows = json.loads((Path(__file__).resolve().parents[1] / "docs/benchmarks/data/sweeps"
+                       / "skinny_b_layout_2026-11-25_a03f5b3.json").read_text())["shapes"]["256x2048x16384"]["rounds"]
     ms = {t: [r["ms"] for r in rows if r["target"] == t] for t in ("kmajor_swap", "nmajor_swap")}
     assert len(ms["kmajor_swap"]) == 3 and min(ms["kmajor_swap"]) > 1.03 * max(ms["nmajor_swap"])
     shape = (256, 2048, 16384)

@@ -1,6 +1,6 @@
 """scripts/tournament.py and EvalResult.head_to_head: which leaders a tournament takes from a run folder, how a
 leader's figure is read from the rounds they shared, and the table (the tournament itself needs a GPU:
-tests/test_evaluator_gpu.py times rivals; docs/benchmarks/sweeps/ keeps the device runs)."""
+tests/test_evaluator_gpu.py times rivals; docs/benchmarks/data/sweeps/ keeps the device runs)."""
 from __future__ import annotations
 
 import subprocess

@@ -43,7 +43,10 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     from agent.campaign.config import add_model_args
 
     p = sub.add_parser("campaign", help="search kernels for every shape in a shape file (resumable)",
-                       description="Run the per-shape loop over a shape list. Re-running the same command resumes.")
+                       description="Run the per-shape loop over a shape list. Re-running the same command resumes. "
+                                   "Kernels are built for the architecture of the GPU they are timed on (a campaign "
+                                   "needs a GPU; without one, `cudal2 propose` writes candidates for --arch, default "
+                                   "sm_90a).")
     p.add_argument("--shapes", required=True, metavar="FILE", help="one 'M N K' per line; '#' comments")
     add_model_args(p)
     b = p.add_mutually_exclusive_group()

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import difflib
 import math
-from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from agent.resources import data_dir
 from evaluator.contract import SIGNATURE
 
-PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
+PROMPTS_DIR = data_dir("prompts")
 GOAL_BASELINE = "cublaslt-autotune-max"
 
 TOP_K = 5

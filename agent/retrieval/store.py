@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from agent.resources import data_dir
 from .chunking import Chunk, chunk_cpp, chunk_markdown
 from .embedding import MiniLMEmbeddingFunction
 
@@ -46,7 +47,7 @@ def resolve_store_path(path: str | os.PathLike | None) -> Path:
 
 
 def notes_dir() -> Path:
-    return REPO_ROOT / "retrieval_corpus"
+    return data_dir("retrieval_corpus")
 
 
 def installed_cutlass_include() -> Path:
