@@ -343,7 +343,9 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
             transcript.append(thread=tid, shape=shape_l, step=0, node="start", run=run,
                               input={"proposer": proposer_name, "budget_candidates": budget_candidates,
                                      "budget_minutes": budget_minutes, "n_per_step": n_per_step,
-                                     "target_speedup": target_speedup, "plateau": plateau, "arch": arch})
+                                     "target_speedup": target_speedup, "plateau": plateau, "arch": arch,
+                                     # what the prompts were rendered from, for re-rendering them (cudal2 dataset)
+                                     "gpu_facts": facts, "mode": eval_kwargs.get("mode", "offline")})
             final = app.invoke(init, config, durability="sync")
     finally:
         conn.close()
