@@ -132,9 +132,8 @@ BUILDERS = {"chat": chat_records, "preference": preference_records, "reward": re
 
 
 def dedupe_key(fmt: str, record: dict[str, Any]) -> tuple:
-    """Records that teach the same thing: the same kernel for the same shape (a pair: the same two kernels)."""
+    """Records that teach the same thing: the same kernel as exported for the same shape (a pair: the same two)."""
     where = (record["gpu"], record["acc"], tuple(record["shape"]))
     if fmt == "preference":
-        return where + (record["chosen_kernel"]["source_hash"], record["rejected_kernel"]["source_hash"])
-    return where + (record["source_hash"],)
-
+        return where + (record["chosen"][0]["content"], record["rejected"][0]["content"])
+    return where + ((record["messages"] if fmt == "chat" else record["completion"])[-1]["content"],)
