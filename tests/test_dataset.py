@@ -357,3 +357,18 @@ def test_a_shape_keeps_its_split_as_shapes_are_added():
     moved = [s for s in few if s_few[s] != s_many[s]]
     assert len(moved) <= 1  # only the shape the few-shape rule moved over can change
     assert split_of_shapes([(64, 64, 64)]) == {(64, 64, 64): "train"}
+
+
+def test_a_run_with_only_its_archive_is_exported_with_rendered_prompts(runs):
+    """An archive without transcript or campaign.json (say one `cudal2 archive import` filled): every prompt is
+    rendered, without GPU facts, and the manifest says so; the run is named by its folder."""
+    import shutil
+
+    shutil.copytree(runs / "runs" / "policy", runs / "bare", ignore=shutil.ignore_patterns("transcript.jsonl",
+                                                                                          "campaign.json"))
+    man = export_dataset([str(runs / "bare")], runs / "out" / "bare.jsonl", fmt="reward")
+    recs = _read(runs / "out" / "bare.train.jsonl") + _read(runs / "out" / "bare.validation.jsonl")
+    [doc] = man["runs"]
+    assert doc["name"] == "bare" and doc["transcript"] is False and doc["prompts_without_gpu_facts"] > 0
+    assert recs and {r["prompt_from"] for r in recs} == {"rendered"} and {r["run"] for r in recs} == {"bare"}
+    assert all("(no device facts available)" in r["prompt"][1]["content"] for r in recs)
