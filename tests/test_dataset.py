@@ -109,10 +109,19 @@ def _read(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def _split(root: Path, name: str, split: str) -> list[dict]:
+    """A split's records, with their metadata where it lies beside them (chat)."""
+    recs = _read(root / "out" / f"{name}.{split}.jsonl")
+    meta = root / "out" / f"{name}.{split}.meta.jsonl"
+    if meta.exists():
+        assert all(set(r) == {"messages"} for r in recs)  # what an OpenAI fine-tuning upload accepts
+        recs = [{**r, **m} for r, m in zip(recs, _read(meta), strict=True)]
+    return recs
+
+
 def _export(root: Path, name: str, runs=("llm", "policy"), **kw) -> tuple[dict, list[dict]]:
     m = export_dataset(list(runs), root / "out" / f"{name}.jsonl", runs_dir=root / "runs", **kw)
-    recs = _read(root / "out" / f"{name}.train.jsonl") + _read(root / "out" / f"{name}.validation.jsonl")
-    return m, recs
+    return m, _split(root, name, "train") + _split(root, name, "validation")
 
 
 @pytest.fixture(scope="module")
@@ -135,8 +144,8 @@ def test_cli_chat_export_every_correct_kernel_with_its_step_prompt(runs):
                         "--runs-dir", str(runs / "runs"), "--out", str(out)], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert "chat record(s) from 2 run(s)" in r.stdout and "left out" in r.stdout
-    train, val = _read(runs / "out" / "sft.train.jsonl"), _read(runs / "out" / "sft.validation.jsonl")
+    assert "chat record(s) from 2 run(s)" in r.stdout and "left out" in r.stdout and "sft.train.meta.jsonl" in r.stdout
+    train, val = _split(runs, "sft", "train"), _split(runs, "sft", "validation")
     recs = train + val
     # every correct kernel of both runs, once; only correct ones
     ok = set()
@@ -181,6 +190,7 @@ def test_cli_chat_export_every_correct_kernel_with_its_step_prompt(runs):
     for split in ("train", "validation"):
         f = man["files"][split]
         assert f["sha256"] == hashlib.sha256((runs / "out" / f["file"]).read_bytes()).hexdigest()
+        assert f["meta_sha256"] == hashlib.sha256((runs / "out" / f["meta_file"]).read_bytes()).hexdigest()
     assert [x["name"] for x in man["runs"]] == ["llm", "policy"] and man["trainer_columns"] == ["messages"]
     assert man["counts"]["skipped"]["refused by the evaluator"] > 0
     assert sorted(man["shapes"]["train"] + man["shapes"]["validation"]) == sorted(
@@ -340,7 +350,7 @@ def test_filters_and_bad_input(runs):
         _export(runs, "f_bad", runs=("nope",))
     with pytest.raises(DatasetError, match="exist"):
         _export(runs, "f_all", fmt="chat")
-    assert _read(runs / "out" / "f_all.train.jsonl")  # the earlier export is untouched
+    assert _split(runs, "f_all", "train")  # the earlier export is untouched
     with pytest.raises(DatasetError, match="NAME.jsonl"):
         export_dataset(["llm"], runs / "out" / "x.json", runs_dir=runs / "runs")
     with pytest.raises(DatasetError, match="min-speedup"):
@@ -367,7 +377,7 @@ def test_a_run_with_only_its_archive_is_exported_with_rendered_prompts(runs):
     shutil.copytree(runs / "runs" / "policy", runs / "bare", ignore=shutil.ignore_patterns("transcript.jsonl",
                                                                                           "campaign.json"))
     man = export_dataset([str(runs / "bare")], runs / "out" / "bare.jsonl", fmt="reward")
-    recs = _read(runs / "out" / "bare.train.jsonl") + _read(runs / "out" / "bare.validation.jsonl")
+    recs = _split(runs, "bare", "train") + _split(runs, "bare", "validation")
     [doc] = man["runs"]
     assert doc["name"] == "bare" and doc["transcript"] is False and doc["prompts_without_gpu_facts"] > 0
     assert recs and {r["prompt_from"] for r in recs} == {"rendered"} and {r["run"] for r in recs} == {"bare"}

@@ -55,6 +55,9 @@ def cmd_export(args: argparse.Namespace) -> int:
           f"{c['by_split']['train']} train ({len(m['shapes']['train'])} shape(s)) in {paths['train']}, "
           f"{c['by_split']['validation']} validation ({len(m['shapes']['validation'])} shape(s)) in "
           f"{paths['validation']}; manifest {paths['manifest']}")
+    if args.format == "chat":
+        print(f"  each record's run, shape, step, kernel and speedups: {paths['train.meta'].name} and "
+              f"{paths['validation.meta'].name}, line for line")
     for reason, n in c["skipped"].items():
         print(f"  left out {n}: {reason}")
     return 0

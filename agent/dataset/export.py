@@ -141,4 +141,4 @@ def export_dataset(runs: list[str], out: str | Path, *, fmt: str = "chat", min_s
         "runs": run_docs,
     }
     paths[SPLITS[0]].parent.mkdir(parents=True, exist_ok=True)
-    return write_outputs(paths, by_split, manifest)
+    return write_outputs(paths, by_split, manifest, only=("messages",) if fmt == "chat" else None)

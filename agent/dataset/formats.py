@@ -1,7 +1,8 @@
 """The three record formats, built from one step group's prompt and kernels.
 
 - chat: `messages` [system, user, assistant] in the OpenAI fine-tuning format (TRL's SFTTrainer reads the same
-  column); one record per correct kernel at or above --min-speedup.
+  column); one record per correct kernel at or above --min-speedup. The split files hold `messages` alone, as an
+  OpenAI upload requires; each record's other fields go to a .meta.jsonl beside it, line for line.
 - preference: `prompt` [system, user], `chosen` and `rejected` [assistant] (TRL's DPOTrainer, conversational): a
   correct kernel against a kernel of the same prompt that was measurably slower, or that the evaluator refused.
 - reward: `prompt` [system, user] and `completion` [assistant] (TRL's prompt-completion form, as GRPO reads it) with

@@ -37,9 +37,11 @@ def split_of_shapes(shapes, fraction: float = VALIDATION_FRACTION) -> dict[tuple
 
 
 def output_paths(out: Path) -> dict[str, Path]:
-    """--out DIR/NAME.jsonl -> DIR/NAME.train.jsonl, DIR/NAME.validation.jsonl, DIR/NAME.manifest.json."""
+    """--out DIR/NAME.jsonl -> DIR/NAME.train.jsonl, DIR/NAME.validation.jsonl, DIR/NAME.manifest.json, and the
+    splits' metadata sidecars DIR/NAME.train.meta.jsonl, DIR/NAME.validation.meta.jsonl (chat format)."""
     stem = out.name[: -len(".jsonl")] if out.name.endswith(".jsonl") else out.name
     paths = {s: out.with_name(f"{stem}.{s}.jsonl") for s in SPLITS}
+    paths.update({f"{s}.meta": out.with_name(f"{stem}.{s}.meta.jsonl") for s in SPLITS})
     paths["manifest"] = out.with_name(f"{stem}.manifest.json")
     return paths
 
@@ -58,15 +60,25 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_outputs(paths: dict[str, Path], records: dict[str, list[dict[str, Any]]],
-                  manifest: dict[str, Any]) -> dict[str, Any]:
-    """The two splits (JSON Lines), then the manifest with their counts and hashes."""
+def _jsonl(records: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
+
+
+def write_outputs(paths: dict[str, Path], records: dict[str, list[dict[str, Any]]], manifest: dict[str, Any],
+                  only: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The two splits (JSON Lines), then the manifest with their counts and hashes. With `only`, a split file holds
+    just those keys of each record (the OpenAI fine-tuning upload refuses any other), and the rest of each record
+    goes to the split's .meta.jsonl, line for line."""
     files = {}
     for split in SPLITS:
-        text = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records[split])
-        _write_atomic(paths[split], text)
-        files[split] = {"file": paths[split].name, "records": len(records[split]),
-                        "sha256": sha256_file(paths[split])}
+        recs = records[split]
+        main = [{k: r[k] for k in only} for r in recs] if only else recs
+        _write_atomic(paths[split], _jsonl(main))
+        files[split] = {"file": paths[split].name, "records": len(recs), "sha256": sha256_file(paths[split])}
+        if only:
+            meta = paths[f"{split}.meta"]
+            _write_atomic(meta, _jsonl([{k: v for k, v in r.items() if k not in only} for r in recs]))
+            files[split].update(meta_file=meta.name, meta_sha256=sha256_file(meta))
     manifest = {"format": FORMAT, "version": VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "files": files, **manifest}
     _write_atomic(paths["manifest"], json.dumps(manifest, indent=2, sort_keys=False) + "\n")
