@@ -25,7 +25,7 @@ from agent.campaign import CampaignConfig, Seam, run_campaign  # noqa: E402
 from agent.config import ModelConfig  # noqa: E402
 from agent.dataset import DatasetError, NothingToExport, export_dataset  # noqa: E402
 from agent.dataset.formats import PAIR_MIN_GAP  # noqa: E402
-from agent.dataset.privacy import has_absolute_path, scrub_paths  # noqa: E402
+from agent.dataset.privacy import has_absolute_path, scrub_paths, strings_in  # noqa: E402
 from agent.dataset.prompts import ArchiveAsOf, render  # noqa: E402
 from agent.dataset.runs import open_run, step_groups  # noqa: E402
 from agent.dataset.splits import split_of_shapes  # noqa: E402
@@ -305,19 +305,8 @@ def test_no_record_holds_a_key_or_a_path_of_this_machine(runs, exports):
         for secret in (KEY, str(runs), str(REPO), str(Path.home()), "/tmp/"):
             assert secret not in text, (f.name, secret)
         for rec in (_read(f) if f.suffix == ".jsonl" else [json.loads(text)]):
-            for s in _strings(rec):
+            for s in strings_in(rec):
                 assert not has_absolute_path(s), (f.name, s[:200])
-
-
-def _strings(obj):
-    if isinstance(obj, str):
-        yield obj
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from _strings(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _strings(v)
 
 
 def test_records_load_with_datasets_and_have_the_trainers_columns(runs, exports):

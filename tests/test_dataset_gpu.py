@@ -18,7 +18,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_export_of_a_builtin_campaign_timed_on_this_gpu(tmp_path):
-    from agent.dataset.privacy import has_absolute_path
+    from agent.dataset.privacy import has_absolute_path, strings_in
     from agent.proposers.parse import parse_reply
 
     shapes = tmp_path / "shapes.txt"
@@ -45,12 +45,4 @@ def test_export_of_a_builtin_campaign_timed_on_this_gpu(tmp_path):
         text = f.read_text()
         assert str(tmp_path) not in text and str(Path.home()) not in text, f.name
         docs = [json.loads(line) for line in text.splitlines()] if f.suffix == ".jsonl" else [json.loads(text)]
-        assert not [s for s in _strings(docs) if has_absolute_path(s)], f.name
-
-
-def _strings(obj):
-    if isinstance(obj, str):
-        yield obj
-    elif isinstance(obj, (list, dict)):
-        for v in (obj.values() if isinstance(obj, dict) else obj):
-            yield from _strings(v)
+        assert not [s for s in strings_in(docs) if has_absolute_path(s)], f.name

@@ -40,3 +40,12 @@ def scrub_record(record: dict[str, Any]) -> dict[str, Any]:
 
 def has_absolute_path(text: str) -> bool:
     return bool(_POSIX.search(text) or _WINDOWS.search(text))
+
+
+def strings_in(obj: Any):
+    """Every string inside a JSON-like value (for checking what an export wrote)."""
+    if isinstance(obj, str):
+        yield obj
+    elif isinstance(obj, (dict, list)):
+        for v in (obj.values() if isinstance(obj, dict) else obj):
+            yield from strings_in(v)
