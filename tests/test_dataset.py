@@ -20,16 +20,16 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from http_servers import RECORDED_RESULTS, Reply, ScriptedServer, kernel_source, openai_chat  # noqa: E402
 
-from agent.archive import Archive  # noqa: E402
-from agent.campaign import CampaignConfig, Seam, run_campaign  # noqa: E402
-from agent.config import ModelConfig  # noqa: E402
+from agent.campaign.archive import Archive  # noqa: E402
+from agent.campaign.driver import CampaignConfig, Seam, run_campaign  # noqa: E402
+from agent.campaign.config import ModelConfig  # noqa: E402
 from agent.dataset import DatasetError, NothingToExport, export_dataset  # noqa: E402
 from agent.dataset.formats import PAIR_MIN_GAP  # noqa: E402
 from agent.dataset.privacy import has_absolute_path, scrub_paths, strings_in  # noqa: E402
 from agent.dataset.prompts import ArchiveAsOf, render  # noqa: E402
 from agent.dataset.runs import open_run, step_groups  # noqa: E402
 from agent.dataset.splits import split_of_shapes  # noqa: E402
-from agent.proposers.base import make_proposer  # noqa: E402
+from agent.proposers import make_proposer  # noqa: E402
 from agent.proposers.parse import parse_reply  # noqa: E402
 from agent.secrets import scrub  # noqa: E402
 from evaluator.record import EvalResult  # noqa: E402
@@ -237,7 +237,7 @@ def test_preference_pairs_share_a_prompt_and_differ_measurably(runs, exports):
 
 
 def test_reward_records_hold_every_kernel_with_its_measurements(runs, exports):
-    from agent.archive_io import BASELINE_NAMES
+    from agent.campaign.archive_io import BASELINE_NAMES
 
     man, recs = exports["reward"]
     total = 0

@@ -17,13 +17,13 @@ import hashlib
 import json
 from typing import Any
 
-from agent.archive import Variant
-from agent.archive_io import BASELINE_NAMES
+from agent.campaign.archive import Variant
+from agent.campaign.archive_io import BASELINE_NAMES
 from agent.proposers.parse import parse_reply
 from evaluator.contract import MODES
 
 FORMATS = ("chat", "preference", "reward")
-# Two evaluations of one kernel differ by 1-4% with the clock of the moment (agent/campaign.py, tournaments): a
+# Two evaluations of one kernel differ by 1-4% with the clock of the moment (agent/campaign/driver.py, tournaments): a
 # pair is only a preference when the chosen kernel measured at least this much faster.
 PAIR_MIN_GAP = 0.03
 

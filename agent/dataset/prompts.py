@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from agent.archive import Archive
-from agent.config import ModelConfig
+from agent.campaign.archive import Archive
+from agent.campaign.config import ModelConfig
 from agent.dataset.runs import StepGroup
 
 _TABLES = ("variants", "remeasures", "tournaments")
@@ -67,7 +67,7 @@ def token_budget(group: StepGroup) -> int:
 
 def render(group: StepGroup, asof: ArchiveAsOf) -> tuple[str, str, str]:
     """(system, user, where from): "transcript" for the prompt a proposer sent, "rendered" for one made now."""
-    from agent.graph import build_context
+    from agent.loop.shape_loop import build_context
     from agent.proposers.prompt import render_step, render_system
 
     if group.logged_prompt is not None:

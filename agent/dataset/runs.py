@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.archive import Archive, Variant
-from agent.state import thread_id
+from agent.campaign.archive import Archive, Variant
+from agent.loop.state import thread_id
 from agent.transcript import Transcript
 from evaluator.record import EvalResult
 
@@ -74,7 +74,7 @@ def open_run(path: Path) -> RunData:
     run = RunData(name=str(meta.get("run") or path.resolve().name), path=path, meta=meta,
                   archive=Archive(path / ARCHIVE_FILE), events=events)
     if (path / FINALS_FILE).is_file():
-        from agent.campaign import CampaignDB
+        from agent.campaign.db import CampaignDB
 
         for f in CampaignDB(path / FINALS_FILE).finals():
             key = (f["gpu"], f["acc"], tuple(f["shape"]), f["source_hash"])
