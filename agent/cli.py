@@ -13,6 +13,7 @@ _COMMAND_MODULES = {
     "agent.propose_cli": ["propose"],
     "agent.retrieval.cli": ["corpus"],
     "agent.campaign.cli": ["campaign", "archive", "inspect", "report"],
+    "agent.dataset.cli": ["dataset"],
 }
 
 

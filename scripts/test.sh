@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command. It installs into the current Python environment (scripts/setup.sh: torch where none is
-# installed, the project with its dev and ray extras, the CUTLASS/CuTe headers) and, when run as root on a system
+# installed, the project with its dev, ray and dataset extras, the CUTLASS/CuTe headers) and, when run as root on a system
 # with apt-get, Chromium (the HTML report's rendering test needs it; without it that one test skips). Then it runs
 # every test this machine can run; GPU tests skip themselves without a GPU.
 #   bash scripts/test.sh          the CI stage: every test not marked slow
@@ -9,7 +9,7 @@
 # Other arguments go to pytest; an explicit -m replaces the default selection.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRAS=dev,ray bash scripts/setup.sh
+EXTRAS=dev,ray,dataset bash scripts/setup.sh
 if ! command -v chromium >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "test.sh: installing Chromium with apt-get (~270 MB) for the HTML report's rendering test"

@@ -357,7 +357,11 @@ class ShapeLoop:
                                        input={"proposer": self.proposer_name, "budget_candidates": budget.candidates,
                                               "budget_minutes": budget.minutes, "n_per_step": budget.n_per_step,
                                               "target_speedup": budget.target_speedup, "plateau": budget.plateau,
-                                              "arch": self.arch})
+                                              "arch": self.arch,
+                                              # what the prompts were rendered from, for re-rendering them (cudal2
+                                              # dataset export)
+                                              "gpu_facts": self.facts,
+                                              "mode": self.eval_kwargs.get("mode", "offline")})
                 final = app.invoke(self._initial_state(), config, durability="sync")
         finally:
             conn.close()
