@@ -25,8 +25,11 @@ from typing import Any, Callable
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
-from agent.archive import Archive, source_hash
+from agent.archive import Archive
 from agent.proposers.base import Proposal, ProposalContext, Proposer
+from agent.proposers.deadline import EndpointFatal
+from agent.proposers.feedback import carry, note_for
+from agent.reply_store import ReplyStore
 from agent.state import ShapeOutcome, ShapeState, thread_id
 from agent.transcript import Transcript
 from evaluator.record import EvalResult
@@ -82,12 +85,14 @@ def _speedups(res: EvalResult) -> dict[str, float | None]:
 
 def _summary(p: dict[str, Any]) -> dict[str, Any]:
     return {k: p.get(k) for k in ("name", "model", "family", "params", "parent", "source_hash", "reason", "usage",
-                                  "latency_s", "total_s", "attempts", "parse_kind", "error", "raw")}
+                                  "latency_s", "total_s", "attempts", "parse_kind", "error", "summary", "raw",
+                                  "reply")}
 
 
 def build_context(archive: Archive, *, gpu_name: str, acc: str, shape, arch: str | None,
                   gpu_facts: dict[str, Any] | None = None, step: int = 0, passages: list[dict[str, Any]] | None = None,
-                  retrieval_note: str = "", neighbours_k: int = 4, mode: str = "offline") -> ProposalContext:
+                  retrieval_note: str = "", neighbours_k: int = 4, mode: str = "offline",
+                  feedback: list[dict[str, Any]] | None = None) -> ProposalContext:
     """What a proposer sees for one step: the archive's variants of this key, the best two with their sources,
     the best kernels of nearby shapes, and the retrieved passages."""
     shape_l = [int(x) for x in shape]
@@ -98,7 +103,8 @@ def build_context(archive: Archive, *, gpu_name: str, acc: str, shape, arch: str
         best=ranked[0].as_history(with_source=True) if ranked else None,
         runner_up=ranked[1].as_history(with_source=True) if len(ranked) > 1 else None,
         passages=list(passages or []), retrieval_note=retrieval_note,
-        neighbours=[v.as_history() for v in archive.neighbours(gpu_name, acc, shape_l, k=neighbours_k)], mode=mode)
+        neighbours=[v.as_history() for v in archive.neighbours(gpu_name, acc, shape_l, k=neighbours_k)], mode=mode,
+        feedback=list(feedback or []))
 
 
 def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, proposer: Proposer,
@@ -122,6 +128,8 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
     proposer_name = getattr(proposer, "name", type(proposer).__name__)
     if max_steps is None:
         max_steps = 4 * math.ceil(budget_candidates / n_per_step) + 4
+
+    replies = ReplyStore(run_dir)
 
     def log(state: ShapeState, node: str, input: Any = None, output: Any = None) -> None:
         transcript.append(thread=tid, shape=shape_l, step=state.get("step", 0), node=node, input=input,
@@ -161,15 +169,22 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
         ctx = build_context(archive, gpu_name=gpu_name, acc=acc, shape=shape_l, arch=arch, gpu_facts=facts,
                             step=step, passages=state.get("passages", []),
                             retrieval_note=state.get("retrieval_note", ""), neighbours_k=neighbours_k,
-                            mode=eval_kwargs.get("mode", "offline"))
+                            mode=eval_kwargs.get("mode", "offline"), feedback=state.get("feedback"))
         try:
             props = proposer.propose(ctx, want)
+        except EndpointFatal:
+            raise  # a rejected key or an unknown model: the run stops here (exit code 3), and resumes at this step
         except Exception as e:  # the builtin policy or a backend bug: record, count as a failed step
             props = [Proposal(None, reason=f"proposer failed: {type(e).__name__}: {e}", model=proposer_name)]
         out = []
         for p in props:
+            # The state is checkpointed after every node: it keeps references, not kernels and replies (sources go
+            # to the archive's kernel files, replies to the run's reply store, each once per content).
             d = p.to_dict()
-            d["source_hash"] = source_hash(p.source) if p.source else None
+            src = d.pop("source")
+            d["source_hash"] = archive.store_source(src) if src else None
+            d["reply"] = replies.put(d.pop("raw"))
+            d["raw"] = d["reply"].pop("head")
             out.append(d)
         prompt = None
         try:
@@ -186,15 +201,19 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
 
     def evaluate(state: ShapeState) -> dict[str, Any]:
         results = []
+        step = state.get("step", 0)
         evaluations = state.get("evaluations", 0)
         memo = state.get("memo_hits", 0)
         seen: set[str] = set()  # hashes handled by this invocation (a repeat within the step is a memo hit)
         for i, p in enumerate(state.get("proposals", [])):
-            src = p.get("source")
-            if not src:
-                results.append({"index": i, "variant_id": None, "status": "no_kernel", "speedup": None,
-                                "memo": False, "reason": p.get("reason", "")})
+            if not p.get("source_hash"):
+                row = {"index": i, "variant_id": None, "status": "no_kernel", "speedup": None, "memo": False,
+                       "reason": p.get("reason", "")}
+                row["feedback"] = note_for(step, p, row)
+                results.append(row)
                 continue
+            # a checkpoint written before sources left the state still holds its source
+            src = p.get("source") or archive.kernel_path(p["source_hash"]).read_text()
             h = p["source_hash"]
             hit = archive.find_by_hash(gpu_name, acc, shape_l, h)
             if hit is not None:
@@ -205,8 +224,10 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
                     evaluations += 1
                 else:
                     memo += 1
-                results.append({"index": i, "variant_id": hit.id, "status": hit.status, "speedup": hit.speedup,
-                                "memo": not recovered, "reason": hit.reason})
+                row = {"index": i, "variant_id": hit.id, "status": hit.status, "speedup": hit.speedup,
+                       "memo": not recovered, "reason": hit.reason}
+                row["feedback"] = note_for(step, p, row, hit.result)
+                results.append(row)
                 log(state, "evaluate", {"index": i, "source_hash": h},
                     {"memo": not recovered, "recovered": recovered, "variant_id": hit.id, "status": hit.status,
                      "speedup": hit.speedup, "speedups": _speedups(hit.result)})
@@ -222,11 +243,13 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
             if res.status not in _NOT_ARCHIVED:
                 vid = archive.add(run, gpu_name, acc, shape_l, src, p.get("model") or proposer_name, res,
                                   family=p.get("family"), params=p.get("params"), step=state.get("step", 0),
-                                  parent=p.get("parent"))
+                                  parent=p.get("parent"), summary=p.get("summary") or "")
                 evaluations += 1
             sp = res.speedup("cublaslt-autotune-max") if res.ok else None
-            results.append({"index": i, "variant_id": vid, "status": res.status, "speedup": sp, "memo": False,
-                            "reason": res.reason})
+            row = {"index": i, "variant_id": vid, "status": res.status, "speedup": sp, "memo": False,
+                   "reason": res.reason}
+            row["feedback"] = note_for(step, p, row, res)
+            results.append(row)
             log(state, "evaluate", {"index": i, "source_hash": h},
                 {"variant_id": vid, "memo": False, "status": res.status, "reason": res.reason, "speedup": sp,
                  "speedups": _speedups(res),
@@ -255,7 +278,7 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
 
     def record(state: ShapeState) -> dict[str, Any]:
         results = state.get("step_results", [])
-        with_src = sum(1 for p in state.get("proposals", []) if p.get("source"))
+        with_src = sum(1 for p in state.get("proposals", []) if p.get("source_hash"))
         no_kernel = sum(1 for r in results if r["status"] == "no_kernel")
         b = archive.best(gpu_name, acc, shape_l)
         prev = state.get("best_speedup")
@@ -273,6 +296,7 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
             "best_speedup": new_sp,
             "proposals": [],
             "passages": [],
+            "feedback": carry(state.get("feedback") or [], [r["feedback"] for r in results if r.get("feedback")]),
         }
         log(state, "record", {"results": results},
             {"best_id": upd["best_id"], "best_speedup": new_sp, "improved": improved,
@@ -338,7 +362,7 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
                 "step": 0, "candidates": 0, "evaluations": 0, "memo_hits": 0, "no_kernel": 0,
                 "failed_steps_in_row": 0, "no_improve_steps": 0, "elapsed_s": 0.0, "tokens": {}, "passages": [],
                 "retrieval_note": "", "proposals": [], "step_results": [], "profiled": [], "best_id": None,
-                "best_speedup": None, "stop_reason": None,
+                "best_speedup": None, "stop_reason": None, "feedback": [],
             }
             transcript.append(thread=tid, shape=shape_l, step=0, node="start", run=run,
                               input={"proposer": proposer_name, "budget_candidates": budget_candidates,

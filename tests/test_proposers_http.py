@@ -126,9 +126,9 @@ def test_reply_without_code_and_without_contract_symbol():
 
 
 def test_client_errors_are_not_retried():
-    with ScriptedServer(lambda i, p, b: openai_error(404, "model qwen-cuda does not exist")) as server:
+    with ScriptedServer(lambda i, p, b: openai_error(400, "temperature must be at most 2")) as server:
         [p] = openai_proposer(server).propose(CTX, 1)
-    assert p.source is None and len(server.requests) == 1 and "HTTP 404" in p.reason
+    assert p.source is None and len(server.requests) == 1 and "HTTP 400" in p.reason
 
 
 def test_connection_refused_is_retried_and_reported():
