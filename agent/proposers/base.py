@@ -170,10 +170,18 @@ class ChatProposer(Proposer):
             return []
         self.latch.check()
         system, user = self.render(context)
-        workers = max(1, min(n, self.config.concurrency))
+        args = (system, user, context.parent_id, context.parent_source)
+        props = []
+        if not self.latch.probed:
+            # The first request of a configuration goes alone: a rejected key or an unknown model then costs one
+            # request, not n. Any answer that is not such an error clears the way for concurrent requests.
+            props.append(self._one(*args))
+            self.latch.check()
+            self.latch.probed = True
+        workers = max(1, min(n - len(props), self.config.concurrency))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="propose") as pool:
-            futs = [pool.submit(self._one, system, user, context.parent_id, context.parent_source) for _ in range(n)]
-            props = [f.result() for f in futs]
+            futs = [pool.submit(self._one, *args) for _ in range(n - len(props))]
+            props += [f.result() for f in futs]
         self.latch.check()
         for i, p in enumerate(props):
             p.name = p.name or f"step{context.step}-{i}"

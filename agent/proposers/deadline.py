@@ -203,6 +203,7 @@ class FatalLatch:
     def __init__(self):
         self._error: EndpointFatal | None = None
         self._lock = threading.Lock()
+        self.probed = False  # a request has been answered without such an error
 
     def trip(self, error: EndpointFatal) -> None:
         from agent.secrets import scrub
