@@ -61,9 +61,10 @@ def _query(shape, best: dict[str, Any] | None) -> str:
     params = best.get("params") if best else None
     bottleneck = best.get("bottleneck") if best else None
     try:
-        from agent.retrieval import build_query
+        from agent.retrieval import build_query, kernel_atoms
 
-        return build_query(tuple(shape), family=fam, params=params, bottleneck=bottleneck)
+        return build_query(tuple(shape), family=fam, params=params, bottleneck=bottleneck,
+                           atoms=kernel_atoms(best.get("source") if best else None))
     except Exception:  # retrieval not installed or broken: a plain query still works with any retrieve_fn
         m, n, k = shape
         q = f"HGEMM fp16 tensor core kernel M={m} N={n} K={k} tiling shared memory pipeline"
