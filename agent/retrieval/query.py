@@ -22,6 +22,7 @@ CODE_MARGIN = 0.15
 PROSE_DECLS = ("page", "section")  # chunking.chunk_markdown's decl values
 KEYWORD_WEIGHT = 1.0  # of the keyword ranking against the vectors' in the fusion
 KEYWORD_KEEP = 5  # code the keyword search ranks this high is never pushed behind the prose
+CODE_FIRST_RATIO = 0.5  # code leads when its best keyword score is over this share of the best note's
 
 
 @dataclass
@@ -86,8 +87,11 @@ class Retriever:
             # Hybrid: in each pool (prose, code) the vectors' ranking is fused with the keywords' by reciprocal
             # rank; the pools are then alternated as without keywords.
             keep: set[tuple] = set()
+            best_kw = {}
             for pool, prose_pool in ((prose_cands, True), (code_cands, False)):
-                hits = [cid for cid, _ in kw.search(texts[fi], n, prose=prose_pool)]
+                scored = kw.search(texts[fi], n, prose=prose_pool)
+                best_kw[prose_pool] = scored[0][1] if scored else 0.0
+                hits = [cid for cid, _ in scored]
                 self._add_ids(hits, vecs[fi], pool)
                 order = fuse(sorted(pool, key=lambda c, pool=pool: -pool[c].score), hits,
                              weights=(1.0, KEYWORD_WEIGHT))
@@ -98,8 +102,9 @@ class Retriever:
                 keep.update(_key(pool[c]) for c in hits[:KEYWORD_KEEP])
             prose = _dedupe(sorted(prose_cands.values(), key=_order))
             code = _dedupe(sorted(code_cands.values(), key=_order))
-            # code first when the keywords found code: an API question's answer is a declaration
-            ranked.append(_dedupe(_alternate(prose, code, keep=keep, code_first=True)))
+            # An API question (its words match a declaration about as well as any note) is answered by code first.
+            code_first = best_kw[False] > CODE_FIRST_RATIO * best_kw[True]
+            ranked.append(_dedupe(_alternate(prose, code, keep=keep, code_first=code_first)))
         picked = _interleave(ranked, k)
         return trim_to_budget(picked, token_budget)
 
@@ -236,7 +241,7 @@ def trim_to_budget(passages: list[Passage], token_budget: int) -> list[Passage]:
             nl = cut.rfind("\n")
             if nl > len(cut) // 2:
                 cut = cut[:nl]
-            out.append(Passage(cut + "\n…", p.source, p.symbol, p.line, p.score, p.kind))
+            out.append(Passage(cut + "\n…", p.source, p.symbol, p.line, p.score, p.kind, p.rank))
         break
     return out
 
