@@ -12,7 +12,7 @@ _COMMAND_MODULES = {
     "evaluator.profile_cli": ["profile"],
     "agent.propose_cli": ["propose"],
     "agent.retrieval.cli": ["corpus"],
-    "agent.campaign_cli": ["campaign", "archive", "inspect", "report"],
+    "agent.campaign.cli": ["campaign", "archive", "inspect", "report"],
 }
 
 

@@ -363,7 +363,7 @@ def inspect_run(run: str, *, shape: tuple[int, int, int] | None = None, step: in
     events, problems = load_events(run_dir / TRANSCRIPT)
     archive = None
     if (run_dir / "archive.sqlite").is_file():
-        from agent.archive import Archive
+        from agent.campaign.archive import Archive
 
         archive = Archive(run_dir / "archive.sqlite")
     for p in problems:

@@ -15,7 +15,7 @@ EXIT_BAD_INPUT = 2
 
 
 def add_subcommands(sub: argparse._SubParsersAction) -> None:
-    from agent.config import add_model_args
+    from agent.campaign.config import add_model_args
 
     p = sub.add_parser("propose", help="write a model's kernel candidates for one shape (no GPU needed)",
                        description="Ask the model for candidates for one (M, N, K) and write them as contract .cu "
@@ -43,7 +43,7 @@ def _err(msg: str, code: int = EXIT_BAD_INPUT) -> int:
 
 def _retrieve(shape, store: str | None, best: dict | None) -> tuple[list[dict], str]:
     try:
-        from agent.graph import _passage_dict, _query
+        from agent.loop.shape_loop import _passage_dict, _query
         from agent.retrieval import Retriever
 
         q = _query(list(shape), best)
@@ -53,11 +53,11 @@ def _retrieve(shape, store: str | None, best: dict | None) -> tuple[list[dict], 
 
 
 def cmd_propose(args: argparse.Namespace) -> int:
-    from agent.archive import Archive, source_hash
-    from agent.config import ConfigError, MissingKeyError, load_model_config
+    from agent.campaign.archive import Archive, source_hash
+    from agent.campaign.config import ConfigError, MissingKeyError, load_model_config
+    from agent.loop.shape_loop import build_context
+    from agent.proposers import ProposalContext, make_proposer
     from agent.proposers.deadline import EXIT_FATAL, EndpointFatal
-    from agent.graph import build_context
-    from agent.proposers.base import ProposalContext, make_proposer
     from agent.secrets import register_env, scrub, scrub_obj
     from evaluator.contract import check_shape
 

@@ -224,13 +224,13 @@ class ReportError(ValueError):
 def collect_rows(run_dir: str | Path) -> list[ShapeRow]:
     """Per (gpu, acc, shape) and mode: the best kernel's measurement. The campaign re-measures each winner in
     every final mode (campaign.sqlite); where it has not (yet), the search's own measurement is used."""
-    from agent.archive import Archive
+    from agent.campaign.archive import Archive
 
     run_dir = Path(run_dir)
     archive = Archive(run_dir / "archive.sqlite")
     finals: dict[tuple, list[dict]] = {}
     if (run_dir / "campaign.sqlite").is_file():
-        from agent.campaign import CampaignDB
+        from agent.campaign.db import CampaignDB
 
         for f in CampaignDB(run_dir / "campaign.sqlite").finals():
             finals.setdefault((f["gpu"], f["acc"], tuple(f["shape"])), []).append(f)

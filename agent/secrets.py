@@ -1,6 +1,7 @@
 """Keep API keys out of every file a run writes.
 
-Keys are only ever read from the environment (see agent/config.py). Anything that may echo one back — an error
+Keys are only ever read from the environment (see agent/campaign/config.py). Anything that may echo one back — an
+error
 message from a provider, a repr of a request, a reply quoting its headers — passes through `scrub` before it is
 written to a transcript, an archive or a manifest. Two nets: the exact values of secret-looking environment variables
 (and of any variable registered with `register_env`), and patterns of well-known key formats.

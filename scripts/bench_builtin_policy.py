@@ -91,7 +91,7 @@ def _final_modes(search_mode: str) -> str:
 
 def _defaults() -> dict:
     """What the campaign this script starts uses unless told (profile and confirm-top are not flags here)."""
-    from agent.campaign import CampaignConfig
+    from agent.campaign.driver import CampaignConfig
 
     return {"acc": "fp32", "budget": 8, "per_step": 4, "mode": "offline", "final_repeats": CampaignConfig.final_repeats,
             "profile": CampaignConfig.profile, "confirm_top": CampaignConfig.confirm_top}
@@ -173,8 +173,8 @@ def figures_by_gpu(rows) -> str:
 
 
 def summarise_run(run_dirs: Path | list[Path], a) -> str:
-    from agent.archive import Archive
-    from agent.campaign import TOURNAMENT_ROUNDS
+    from agent.campaign.archive import Archive
+    from agent.campaign.driver import TOURNAMENT_ROUNDS
     from agent.report import collect_rows, summarise, untimed
 
     run_dirs = [run_dirs] if isinstance(run_dirs, Path) else list(run_dirs)

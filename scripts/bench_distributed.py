@@ -43,10 +43,10 @@ def parse_shapes(text: str) -> list[tuple[int, int, int]]:
 def run_one(part: str, gpus: list[int], shapes, budget: int, per_step: int, backend: str, work: Path) -> dict:
     from rich.console import Console
 
-    from agent.archive import Archive
-    from agent.campaign import CampaignConfig, run_campaign
-    from agent.config import ModelConfig
-    from agent.proposers.base import make_proposer
+    from agent.campaign.archive import Archive
+    from agent.campaign.driver import CampaignConfig, run_campaign
+    from agent.campaign.config import ModelConfig
+    from agent.proposers import make_proposer
 
     cache = work / f"cache-{part}"
     os.environ["CUDAL2_CACHE"] = str(cache)  # empty: every run builds and autotunes from scratch

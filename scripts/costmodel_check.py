@@ -45,7 +45,7 @@ def spearman(x: list[float], y: list[float]) -> float | None:
 
 
 def check(run_dir: Path, arch: str) -> list[dict]:
-    from agent.archive import Archive
+    from agent.campaign.archive import Archive
     from agent.policy.costmodel import estimate_us
 
     db = Path(run_dir) / "archive.sqlite"

@@ -37,7 +37,7 @@ BASELINE = "cublaslt-autotune-max"
 def load_finals(run_dir: Path, modes: list[str], baseline: str = BASELINE, shapes: list | None = None) -> list[dict]:
     """One entry per (shape, acc, mode): the winner's source and the run's final ratios, in the run's shape order;
     only the shapes in `shapes` where it is given."""
-    from agent.campaign import CampaignDB
+    from agent.campaign.db import CampaignDB
 
     db_path = run_dir / "campaign.sqlite"
     if not db_path.is_file():

@@ -9,7 +9,7 @@ Two parts:
         machine has cores, and writes the seconds per compile (and per compile-slot when the cores are shared).
 
     python3 scripts/simulate_campaign.py simulate [--costs costs.json] [--gpus 8,16,32,64] [--markdown]
-        A discrete-event simulation of the campaign driver (agent.campaign + agent.cluster): shapes in lanes
+        A discrete-event simulation of the campaign driver (agent.campaign.driver + agent.cluster): shapes in lanes
         (2 per GPU), each lane proposes (one LLM call per step of n_per_step candidates), compiles the batch on a
         shared pool of compile slots, then evaluates its candidates one after another on its GPU. It reports the
         wall time and the utilisation of each resource (LLM concurrency, compile slots, GPUs), so the bottleneck
@@ -154,7 +154,7 @@ class Scenario:
     llm: str = "hosted"  # key into costs["llm_s"]
     llm_concurrency: int = 64  # parallel requests the endpoint serves before queueing
     compile_slots: int | None = None  # CPU cores building kernels across the cluster; None: 8 per GPU
-    lanes_per_gpu: int = 2  # shapes worked on at once per GPU (agent.campaign uses 2)
+    lanes_per_gpu: int = 2  # shapes worked on at once per GPU (agent.campaign.driver uses 2)
     shapes: int = 1000
     budget: int = 16  # candidates per shape
     n_per_step: int = 4
@@ -165,10 +165,10 @@ class Scenario:
 
 
 def driver_end_evals() -> int:
-    """What agent.campaign evaluates once a shape's search ends, by default: its leaders once more (a tournament of
+    """What agent.campaign.driver evaluates once a shape's search ends, by default: its leaders once more (a tournament of
     confirm_top kernels in one evaluation, counted as confirm_top evaluations), then the winner in each final mode,
     final_repeats times."""
-    from agent.campaign import FINAL_MODES, CampaignConfig
+    from agent.campaign.driver import FINAL_MODES, CampaignConfig
 
     return CampaignConfig.confirm_top + len(FINAL_MODES) * CampaignConfig.final_repeats
 

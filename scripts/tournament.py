@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Replay a finished campaign's tournaments of leaders on the machine at hand (GPU machine).
 
-A campaign chooses each shape's winner by timing its leaders in the same rounds of one evaluation (agent.campaign,
+A campaign chooses each shape's winner by timing its leaders in the same rounds of one evaluation (agent.campaign.driver,
 `--confirm-top`): one machine, one draw. Here the top `--top` variants of each shape (the archive's ranking, the
 run's own tournament first) are timed again in one evaluation each: one of them is the candidate (every check), the
 others are its rivals (timed in the same shuffled rounds, their timed output checked), beside the baselines. Each
@@ -35,7 +35,7 @@ BASELINE = "cublaslt-autotune-max"
 
 def leaders(run_dir: Path, acc: str, top: int, shapes: list | None) -> list[dict]:
     """Per shape of the run (or of `shapes`): its `top` ranked variants, the run's pick first."""
-    from agent.archive import Archive
+    from agent.campaign.archive import Archive
 
     db = run_dir / "archive.sqlite"
     if not db.is_file():

@@ -225,7 +225,7 @@ class RecordedEvaluator:
 
     def __call__(self, source: str, shape, *, acc="fp32", mode="offline", profile="quick", sanitize=False,
                  ncu=False, arch=None):
-        from agent.archive import source_hash
+        from agent.campaign.archive import source_hash
         from evaluator.record import EvalResult
 
         m = _TAG.search(source)

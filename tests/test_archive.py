@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from http_servers import RecordedEvaluator, kernel_source, scaled_result  # noqa: E402
 
-from agent.archive import Archive, ShapeKey, source_hash  # noqa: E402
+from agent.campaign.archive import Archive, ShapeKey, source_hash  # noqa: E402
 from agent.secrets import REDACTED, register_env, scrub, scrub_obj  # noqa: E402
 from agent.transcript import Transcript  # noqa: E402
 from evaluator.record import EvalResult  # noqa: E402

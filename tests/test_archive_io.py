@@ -11,8 +11,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from http_servers import kernel_source  # noqa: E402
 from test_campaign import GPU, ReplaySeam, campaign, log_records  # noqa: E402
 
-from agent.archive import Archive, source_hash  # noqa: E402
-from agent.archive_io import ArchiveIOError, export_archive, import_archive, plan_import  # noqa: E402
+from agent.campaign.archive import Archive, source_hash  # noqa: E402
+from agent.campaign.archive_io import ArchiveIOError, export_archive, import_archive, plan_import  # noqa: E402
 from evaluator.dispatch import read_manifest  # noqa: E402
 
 

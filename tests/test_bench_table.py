@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from script_module import load_script  # noqa: E402
 from http_servers import RecordedEvaluator, kernel_source, scaled_result  # noqa: E402
 
-from agent.archive import Archive  # noqa: E402
+from agent.campaign.archive import Archive  # noqa: E402
 from evaluator.record import EvalResult  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -80,7 +80,7 @@ def test_a_tournaments_pick_shows_its_tournament_figure_and_the_header_says_how_
 def test_a_table_over_several_gpus_says_which_one_measured_each_shape(tmp_path):
     """A run whose slices landed on two lent machines: the notes say which GPU measured each shape's figure (its
     median final where there is one), so two runs can be compared shape by shape on the same footing."""
-    from agent.campaign import CampaignDB
+    from agent.campaign.db import CampaignDB
 
     run, _, _ = _run(tmp_path)
     a = Archive(run / "archive.sqlite")
@@ -104,7 +104,7 @@ def test_a_table_over_several_gpus_says_which_one_measured_each_shape(tmp_path):
 def test_an_unfinished_run_marks_the_figures_that_are_still_the_searchs(tmp_path):
     """Without a final measurement the table shows the search's own figure, which chose the kernel and reads high:
     it is marked, and the targets line says it is provisional; once the final is in, both go away."""
-    from agent.campaign import CampaignDB
+    from agent.campaign.db import CampaignDB
 
     run, first, _ = _run(tmp_path)
     args = argparse.Namespace(acc="fp32", shapes="shapes.txt", budget=3, per_step=3, ncu="off", lanes=None)
@@ -125,7 +125,7 @@ def test_a_correct_kernel_without_the_autotuning_figure_is_named_not_dropped(tmp
     """The summary leaves a shape out of a baseline's counts when that baseline was not timed beside it (torch on a
     power-steady big shape); for cuBLASLt-AutoTuning, which is always timed, that is a fault, and the table names
     the shape and calls its targets provisional."""
-    from agent.campaign import CampaignDB
+    from agent.campaign.db import CampaignDB
 
     run, _, _ = _run(tmp_path)
     args = argparse.Namespace(acc="fp32", shapes="shapes.txt", budget=3, per_step=3, ncu="off", lanes=None)
@@ -143,7 +143,7 @@ def test_a_correct_kernel_without_the_autotuning_figure_is_named_not_dropped(tmp
 def test_finals_stopped_part_way_are_named(tmp_path):
     """A run stopped during its finals: a shape with no final in a mode is named above that mode's table (it is not
     in it), and a shape with fewer evaluations than the run's most is marked; a complete mode says neither."""
-    from agent.campaign import CampaignDB
+    from agent.campaign.db import CampaignDB
 
     run, _, _ = _run(tmp_path)
     ev, a, db = RecordedEvaluator(), Archive(run / "archive.sqlite"), CampaignDB(run / "campaign.sqlite")
@@ -217,7 +217,7 @@ def test_the_targets_line_is_for_fp32_offline_only(tmp_path):
 def test_repeated_finals_report_the_median_evaluation_and_all_of_them(tmp_path):
     """Three final evaluations: the figure (and its CI) is the middle one's, and every one is listed, so the spread
     between evaluations is visible beside one evaluation's CI; of two, the lower one is shown, never a blend."""
-    from agent.campaign import CampaignDB
+    from agent.campaign.db import CampaignDB
 
     run, _, _ = _run(tmp_path)
     args = argparse.Namespace(acc="fp32", shapes="shapes.txt", budget=3, per_step=3, ncu="off", lanes=None)
@@ -243,7 +243,7 @@ def test_repeated_finals_report_the_median_evaluation_and_all_of_them(tmp_path):
 
 
 def test_a_final_evaluation_that_failed_a_check_is_shown_not_dropped(tmp_path):
-    from agent.campaign import CampaignDB
+    from agent.campaign.db import CampaignDB
     from agent.report import collect_rows, write_report
 
     run, _, _ = _run(tmp_path)
@@ -371,7 +371,7 @@ def test_a_run_searched_in_graph_mode_gets_its_own_table(tmp_path):
     """A campaign timed in graph mode (--mode graph) is summarised into builtin_policy_<acc>_graph.md, with a section
     for each mode its winners were re-measured in and the search mode in the header and the command; naming another
     mode for that run is refused."""
-    from agent.campaign import CampaignDB
+    from agent.campaign.db import CampaignDB
 
     run, _, _ = _run(tmp_path)
     (run / "campaign.json").write_text(json.dumps({"acc": "fp32", "mode": "graph", "budget_candidates": 3,
@@ -402,7 +402,7 @@ def test_a_run_searched_in_graph_mode_gets_its_own_table(tmp_path):
 def test_the_table_names_the_physical_gpus_behind_its_figures(tmp_path):
     """Slices of one run land on different lent machines: the device line counts the physical GPUs (UUIDs) of every
     measurement in the table, the search's included; records without a UUID (before it was recorded) add none."""
-    from agent.campaign import CampaignDB
+    from agent.campaign.db import CampaignDB
 
     run, _, _ = _run(tmp_path)
     args = argparse.Namespace(acc="fp32", shapes="shapes.txt", budget=3, per_step=3, ncu="off", lanes=None)

@@ -19,7 +19,7 @@ from http_servers import RECORDED_RESULTS, kernel_source  # noqa: E402
 
 GOLDEN = Path(__file__).parent / "golden"
 
-from agent.campaign import CampaignConfig, CampaignDB, CampaignError, Seam, run_campaign  # noqa: E402
+from agent.campaign.driver import CampaignConfig, CampaignDB, CampaignError, Seam, run_campaign  # noqa: E402
 from agent.proposers.base import Proposal, ProposalContext, Proposer  # noqa: E402
 from evaluator.record import EvalResult  # noqa: E402
 
@@ -46,7 +46,7 @@ class ReplaySeam(Seam):
             os.fsync(f.fileno())
 
     def compile(self, source: str) -> None:
-        from agent.archive import source_hash
+        from agent.campaign.archive import source_hash
 
         self._write({"op": "compile", "hash": source_hash(source), "t": time.monotonic()})
 
@@ -54,7 +54,7 @@ class ReplaySeam(Seam):
         import dataclasses
         import re
 
-        from agent.archive import source_hash
+        from agent.campaign.archive import source_hash
 
         time.sleep(self.delay)
         tag = re.search(r"// variant: (\S+)", source).group(1)
@@ -166,7 +166,7 @@ def test_eta_counts_the_wait_for_compiles(tmp_path):
 
 
 def test_progress_archive_finals_and_global_seeding(tmp_path):
-    from agent.archive import Archive
+    from agent.campaign.archive import Archive
 
     shapes = [(64, 64, 64), (128, 256, 512)]
     gdb = tmp_path / "global" / "archive.sqlite"
@@ -226,8 +226,8 @@ def test_an_unreachable_model_fails_the_campaign_with_its_reason(tmp_path):
 
     from rich.console import Console
 
-    from agent.campaign_cli import finish_campaign
-    from agent.config import ModelConfig
+    from agent.campaign.cli import finish_campaign
+    from agent.campaign.config import ModelConfig
 
     with socket.socket() as s:  # a free port, closed again: connections to it are refused
         s.bind(("127.0.0.1", 0))
@@ -254,7 +254,7 @@ def test_an_unreachable_model_fails_the_campaign_with_its_reason(tmp_path):
 def test_confirm_top_zero_keeps_the_search_s_fastest(tmp_path):
     """--confirm-top 0: no second measurements; with one final repeat each shape's winner is measured once per final
     mode only."""
-    from agent.archive import Archive
+    from agent.campaign.archive import Archive
 
     shape = (64, 64, 64)
     cfg, summary, _ = campaign(tmp_path, [shape], budget=6, confirm_top=0, final_repeats=1)
@@ -306,7 +306,7 @@ def test_lanes_option_works_on_more_shapes_at_once(tmp_path):
 
 
 def test_rerun_with_other_settings_is_refused(tmp_path):
-    from agent.campaign import CampaignError
+    from agent.campaign.driver import CampaignError
 
     campaign(tmp_path, [(64, 64, 64)], budget=2)
     seam = ReplaySeam(tmp_path / "calls.jsonl")
@@ -320,22 +320,22 @@ def subprocess_main(argv: list[str]) -> int:
     """Entry point of the killed campaign process: tmp_dir shapes... (delay per evaluation 0.25 s)."""
     from rich.console import Console
 
-    from agent.campaign_cli import finish_campaign
-    from agent.config import ModelConfig
+    from agent.campaign.cli import finish_campaign
+    from agent.campaign.config import ModelConfig
 
     tmp = Path(argv[0])
     shapes = [tuple(int(x) for x in s.split("x")) for s in argv[1:]]
     seam = ReplaySeam(tmp / "calls.jsonl", delay=0.25)
     cfg = CampaignConfig(run="killme", shapes=shapes, budget_candidates=8, runs_dir=tmp / "runs",
                          global_archive=None, n_per_step=2)
-    import agent.proposers.base as base
+    import agent.proposers as proposers
 
-    base.make_proposer = lambda config: ScriptedProposer()  # this process's model is the scripted one
+    proposers.make_proposer = lambda config: ScriptedProposer()  # this process's model is the scripted one
     return finish_campaign(cfg, seam, ModelConfig(), console=Console(file=sys.stdout, width=200), live=False)
 
 
 def test_resume_after_sigkill_repeats_and_loses_nothing(tmp_path):
-    from agent.archive import Archive
+    from agent.campaign.archive import Archive
 
     shapes = ["64x64x64", "128x256x512", "256x128x64"]
     cmd = [sys.executable, "-c", "import sys; sys.path.insert(0, 'tests'); import test_campaign as t; "
@@ -412,8 +412,8 @@ def test_cli_without_gpu_says_so(tmp_path):
 def test_a_tournament_of_leaders_picks_the_winner_and_is_played_once(tmp_path):
     """A seam that times rivals gets one evaluation of the top three leaders instead of a second measurement of each;
     the archive's ranking, so the finals, follow the tournament, and a resumed run does not play it again."""
-    from agent.archive import Archive
-    from agent.campaign import TOURNAMENT_ROUNDS
+    from agent.campaign.archive import Archive
+    from agent.campaign.driver import TOURNAMENT_ROUNDS
 
     shape = (128, 256, 512)
     seam = TournamentSeam(tmp_path / "calls.jsonl")
@@ -443,7 +443,7 @@ def test_a_tournament_of_leaders_picks_the_winner_and_is_played_once(tmp_path):
 
 
 def test_a_rival_refused_in_a_tournament_leaves_and_the_next_leader_plays(tmp_path):
-    from agent.archive import Archive
+    from agent.campaign.archive import Archive
 
     shape = (128, 256, 512)
     probe = TournamentSeam(tmp_path / "probe.jsonl")

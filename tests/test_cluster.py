@@ -60,7 +60,8 @@ def test_router_moves_shapes_off_a_lost_gpu_and_gives_up_only_when_all_are_lost(
 def test_build_moves_to_another_nodes_cache(tmp_path, monkeypatch):
     """A library built on one node (its own cache) is installed into another node's cache, where the evaluator's
     compile_kernel then finds it instead of building."""
-    from agent.cluster.backends import build_artifact, install_artifact
+    from agent.cluster.backends import build_artifact
+    from evaluator.session import install_artifact
     from evaluator.compile import compile_kernel
 
     src = (REPO / "tests" / "kernels" / "reference_naive.cu").read_text() + "\n// cluster test\n"
@@ -78,7 +79,7 @@ def test_build_moves_to_another_nodes_cache(tmp_path, monkeypatch):
 
 
 def test_install_refuses_what_the_evaluator_would_not_cache(tmp_path):
-    from agent.cluster.backends import install_artifact
+    from evaluator.session import install_artifact
 
     assert install_artifact(None, tmp_path) is False
     assert install_artifact({"info": {"ok": True, "cache_key": "ab" * 32}, "so": None}, tmp_path) is False
@@ -91,7 +92,7 @@ def test_install_refuses_what_the_evaluator_would_not_cache(tmp_path):
 def test_cluster_without_ray_is_a_clear_error():
     """With Ray absent, --cluster fails with how to install it; local campaigns never import Ray."""
     code = ("import sys; sys.modules['ray'] = None\n"
-            "import agent.campaign, agent.cluster\n"
+            "import agent.campaign.driver, agent.cluster\n"
             "from agent.cluster import ClusterError, make_seam\n"
             "try:\n    make_seam('auto', None)\nexcept ClusterError as e:\n    print('ERR', e)\n"
             "assert 'ray' not in [m for m in sys.modules if sys.modules[m] is not None]\n")
@@ -119,7 +120,7 @@ def test_simulation_shows_the_bottleneck_moving():
     costs = {**sim.DEFAULT_COSTS,
              "eval_s": {"small_shapes": [0.5, 0.7], "large_shapes": [1.5, 3.1], "large_fraction": 0.125},
              "compile_s": {"plain": [3.7, 8.9], "cute": [141.7, 147.8], "cute_fraction": 0.75}}
-    today = sim.simulate(sim.Scenario(8, llm="builtin"), costs)  # 2 lanes per GPU, as agent.campaign runs
+    today = sim.simulate(sim.Scenario(8, llm="builtin"), costs)  # 2 lanes per GPU, as agent.campaign.driver runs
     wide = sim.simulate(sim.Scenario(8, llm="builtin", lanes_per_gpu=64, compile_slots=8 * 256), costs)
     starved = sim.simulate(sim.Scenario(8, llm="builtin", lanes_per_gpu=8, compile_slots=8 * 2), costs)
     llm = sim.simulate(sim.Scenario(64, llm="hosted", llm_concurrency=8, lanes_per_gpu=8), costs)

@@ -18,7 +18,7 @@ ray = pytest.importorskip("ray", reason="ray is not installed (optional extra: p
 sys.path.insert(0, str(Path(__file__).parent))
 from http_servers import RECORDED_RESULTS, kernel_source  # noqa: E402
 
-from agent.campaign import CampaignConfig, CampaignDB, run_campaign  # noqa: E402
+from agent.campaign.driver import CampaignConfig, CampaignDB, run_campaign  # noqa: E402
 from agent.cluster import RaySeam  # noqa: E402
 from agent.cluster.backends import RecordedSpec  # noqa: E402
 from agent.proposers.base import Proposal, ProposalContext, Proposer  # noqa: E402
@@ -66,7 +66,7 @@ def spec(tmp_path, delay):
 
 
 def test_campaign_spreads_shapes_over_gpu_actors(cluster, tmp_path):
-    from agent.archive import Archive
+    from agent.campaign.archive import Archive
 
     seam = RaySeam(spec(tmp_path, 0.05))
     try:
@@ -108,7 +108,7 @@ def test_campaign_spreads_shapes_over_gpu_actors(cluster, tmp_path):
 
 
 def test_killed_actor_inflight_evaluation_is_retried_and_nothing_finished_is_lost(cluster, tmp_path):
-    from agent.archive import Archive
+    from agent.campaign.archive import Archive
 
     log = tmp_path / "gpu.jsonl"
     seam = RaySeam(spec(tmp_path, 0.4), probe_every_s=0.5)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from script_module import load_script
 
-from agent.archive import Archive
+from agent.campaign.archive import Archive
 from agent.policy.costmodel import estimate_us
 from evaluator.record import EvalResult, Timing
 

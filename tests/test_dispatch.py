@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from test_campaign import GPU, campaign  # noqa: E402
 
-from agent.archive_io import export_archive  # noqa: E402
+from agent.campaign.archive_io import export_archive  # noqa: E402
 from evaluator.dispatch import Dispatcher, read_manifest  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

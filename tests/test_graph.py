@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from http_servers import (RecordedEvaluator, Reply, ScriptedServer, kernel_source, openai_chat, openai_error,  # noqa: E402
                           prompt_text)
 
-from agent.archive import Archive  # noqa: E402
-from agent.config import ModelConfig  # noqa: E402
-from agent.graph import CHECKPOINT_FILE, run_shape  # noqa: E402
+from agent.campaign.archive import Archive  # noqa: E402
+from agent.campaign.config import ModelConfig  # noqa: E402
+from agent.loop.shape_loop import CHECKPOINT_FILE, run_shape  # noqa: E402
 from agent.proposers.openai_backend import OpenAIProposer  # noqa: E402
 from agent.transcript import Transcript  # noqa: E402
 
@@ -218,9 +218,9 @@ DRIVER = textwrap.dedent("""
     import sys
     sys.path.insert(0, {tests!r})
     from http_servers import RecordedEvaluator
-    from agent.archive import Archive
-    from agent.config import ModelConfig
-    from agent.graph import run_shape
+    from agent.campaign.archive import Archive
+    from agent.campaign.config import ModelConfig
+    from agent.loop.shape_loop import run_shape
     from agent.proposers.openai_backend import OpenAIProposer
     from agent.transcript import Transcript
     base, work, hang = sys.argv[1], sys.argv[2], sys.argv[3]

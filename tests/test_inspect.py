@@ -47,7 +47,7 @@ def test_shape_and_step_views(run):
 
 
 def test_the_shape_view_says_how_the_winner_was_chosen(tmp_path):
-    from agent.archive import Archive
+    from agent.campaign.archive import Archive
 
     shape = (128, 256, 512)
     cfg, summary, _ = campaign(tmp_path, [shape], budget=6, final_repeats=1,
@@ -93,7 +93,7 @@ def test_torn_last_line_is_reported_not_fatal(run, tmp_path):
 
 def test_a_resumed_steps_recovered_evaluations_count_once(run, tmp_path):
     """On resume the graph logs again, marked recovered, what the killed process had evaluated and archived in that
-    step (agent.graph's evaluate node; tests/test_graph.py kills a run for real). Its figures must not count twice."""
+    step (agent.loop.shape_loop's evaluate node; tests/test_graph.py kills a run for real). Its figures must not count twice."""
     import json
 
     src = run.run_dir / "transcript.jsonl"

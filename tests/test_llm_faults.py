@@ -16,7 +16,7 @@ from http_servers import (Reply, ScriptedServer, anthropic_error, kernel_source,
                           openai_error, prompt_text)
 
 from agent.cli import main  # noqa: E402
-from agent.config import ConfigError, MissingKeyError, ModelConfig, is_loopback_url  # noqa: E402
+from agent.campaign.config import ConfigError, MissingKeyError, ModelConfig, is_loopback_url  # noqa: E402
 from agent.proposers.base import ProposalContext  # noqa: E402
 from agent.proposers.deadline import EndpointFatal  # noqa: E402
 from agent.proposers.openai_backend import OpenAIProposer  # noqa: E402
@@ -100,7 +100,7 @@ def test_request_timeout_flag_and_config_file(tmp_path, capsys):
                    "--no-retrieval", "--model", "openai", "--base-url", server.base_url + "/v1", "--config", str(cfg),
                    "--api-key-env", "FAULTS_KEY"])
         assert rc == 0, capsys.readouterr().err
-    from agent.config import model_config_from_dict
+    from agent.campaign.config import model_config_from_dict
 
     c = model_config_from_dict({"backend": "openai", "request_timeout": 7, "max_retry_seconds": 9})
     assert (c.timeout_s, c.max_retry_s) == (7, 9)
@@ -202,8 +202,8 @@ def test_context_budget_leaves_room_for_the_reply():
 def _campaign(tmp_path, model, shapes, lanes=2):
     from rich.console import Console
 
-    from agent.campaign import CampaignConfig
-    from agent.campaign_cli import finish_campaign
+    from agent.campaign.driver import CampaignConfig
+    from agent.campaign.cli import finish_campaign
     from test_campaign import ReplaySeam
 
     cfg = CampaignConfig(run="faults", shapes=shapes, budget_candidates=2, runs_dir=tmp_path / "runs",

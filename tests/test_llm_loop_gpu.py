@@ -69,9 +69,9 @@ def scripted_model():
 def test_llm_loop_with_ncu_and_retrieval(tmp_path):
     from rich.console import Console
 
-    from agent.campaign import CampaignConfig, EvaluatorSeam
-    from agent.campaign_cli import finish_campaign
-    from agent.config import ModelConfig
+    from agent.campaign.driver import CampaignConfig, EvaluatorSeam
+    from agent.campaign.cli import finish_campaign
+    from agent.campaign.config import ModelConfig
     from agent.retrieval import Retriever
 
     retriever = Retriever()  # $CUDAL2_RETRIEVAL_STORE: a store built on this machine (scripts/device_llm_loop.sh)
@@ -105,7 +105,7 @@ def test_llm_loop_with_ncu_and_retrieval(tmp_path):
     assert retrieved and all(e["output"]["passages"] for e in retrieved), [e["output"] for e in retrieved]
     assert any(not p["source"].startswith("retrieval_corpus/") for e in retrieved for p in e["output"]["passages"])
     assert any("the kernel's API:" in e["input"]["query"] for e in retrieved)
-    from agent.archive import Archive
+    from agent.campaign.archive import Archive
 
     hist = Archive(run_dir / "archive.sqlite").history(seam.gpu_name, "fp32", SHAPE)
     edits = [v for v in hist if v.parent is not None]

@@ -11,9 +11,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from http_servers import RecordedEvaluator, Reply, ScriptedServer, kernel_source, openai_chat, prompt_text  # noqa: E402
 
-from agent.archive import Archive  # noqa: E402
-from agent.config import ModelConfig  # noqa: E402
-from agent.graph import CHECKPOINT_FILE, build_context, run_shape  # noqa: E402
+from agent.campaign.archive import Archive  # noqa: E402
+from agent.campaign.config import ModelConfig  # noqa: E402
+from agent.loop.shape_loop import CHECKPOINT_FILE, build_context, run_shape  # noqa: E402
 from agent.proposers.base import Proposal, Proposer  # noqa: E402
 from agent.proposers.openai_backend import OpenAIProposer  # noqa: E402
 from agent.proposers.prompt import render_prompt  # noqa: E402

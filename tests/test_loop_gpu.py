@@ -5,8 +5,8 @@ pytestmark = pytest.mark.gpu
 
 
 def test_builtin_loop_on_one_shape(tmp_path):
-    from agent.archive import Archive
-    from agent.graph import run_shape
+    from agent.campaign.archive import Archive
+    from agent.loop.shape_loop import run_shape
     from agent.proposers.builtin_backend import BuiltinProposer
     from agent.transcript import Transcript
     from evaluator.api import evaluate
@@ -41,8 +41,8 @@ def test_campaign_picks_its_winner_in_a_tournament_of_leaders(tmp_path):
     ranking (so the finals, exports and reports) follows that evaluation."""
     import json
 
-    from agent.archive import Archive
-    from agent.campaign import CampaignConfig, EvaluatorSeam, TOURNAMENT_ROUNDS, run_campaign
+    from agent.campaign.archive import Archive
+    from agent.campaign.driver import CampaignConfig, EvaluatorSeam, TOURNAMENT_ROUNDS, run_campaign
     from agent.proposers.builtin_backend import BuiltinProposer
 
     shape = (512, 512, 512)

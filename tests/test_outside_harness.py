@@ -10,7 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from test_campaign import campaign  # noqa: E402
 
-from agent.archive_io import export_archive  # noqa: E402
+from agent.campaign.archive_io import export_archive  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.families import canonical, full_params, get, normal_params
+from agent.families import ampere_cute, canonical, full_params, get, hopper_wgmma, normal_params, pricing
 from agent.policy import BuiltinPolicy, Candidate
 from agent.policy import costmodel, priors
 
@@ -94,7 +94,7 @@ def test_history_steers_the_search_to_the_best_config():
 
 def test_seeds_from_neighbouring_shapes_are_used():
     # a config no prior proposes: a seed equal to a prior is proposed under the prior's rationale
-    seed_params = dict(priors.hopper_prior((8192, 4096, 8192), "fp32"), tile_m=256, tile_n=128, cluster_m=1,
+    seed_params = dict(hopper_wgmma.prior((8192, 4096, 8192), "fp32"), tile_m=256, tile_n=128, cluster_m=1,
                        cluster_n=2, raster="along_m", swizzle=8)
     seeds = [{"family": "hopper_wgmma", "params": seed_params, "speedup": 1.2, "shape": (8192, 4096, 8192)}]
     batch = BuiltinPolicy(0).propose((8192, 4096, 16384), "fp32", "sm_90a", [], n=8, seeds=seeds)
@@ -121,11 +121,11 @@ def test_bad_input_is_refused(kw, match):
 
 def test_priors_follow_the_paper():
     # BM grows with M, BN with N, stages with K, block swizzle stride with size
-    a = priors.ampere_prior((256, 256, 512), "fp32")
-    b = priors.ampere_prior((8192, 8192, 8192), "fp32")
+    a = ampere_cute.prior((256, 256, 512), "fp32")
+    b = ampere_cute.prior((8192, 8192, 8192), "fp32")
     assert b["bm"] > a["bm"] and b["bn"] >= a["bn"] and b["stages"] > a["stages"]
-    assert priors.block_swizzle_stride((64, 64, 64)) == 1
-    assert priors.block_swizzle_stride((8192, 8192, 8192)) > priors.block_swizzle_stride((1024, 1024, 1024)) > 1
+    assert pricing.block_swizzle_stride((64, 64, 64)) == 1
+    assert pricing.block_swizzle_stride((8192, 8192, 8192)) > pricing.block_swizzle_stride((1024, 1024, 1024)) > 1
     assert math.isclose(sum(priors.family_shares((64, 64, 64), "sm_90a").values()), 1.0)
 
 

@@ -10,8 +10,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from http_servers import RecordedEvaluator, kernel_source  # noqa: E402
 
-from agent.archive import Archive  # noqa: E402
-from agent.graph import build_context  # noqa: E402
+from agent.campaign.archive import Archive  # noqa: E402
+from agent.loop.shape_loop import build_context  # noqa: E402
 from agent.proposers.base import ProposalContext  # noqa: E402
 from agent.proposers.prompt import estimate_tokens, render_step, render_system  # noqa: E402
 

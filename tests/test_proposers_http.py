@@ -14,9 +14,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from http_servers import (Reply, ScriptedServer, anthropic_error, anthropic_message, kernel_source,  # noqa: E402
                           openai_chat, openai_error, prompt_text)
 
-from agent.config import ConfigError, ModelConfig, add_model_args, load_model_config  # noqa: E402
+from agent.campaign.config import ConfigError, ModelConfig, add_model_args, load_model_config  # noqa: E402
 from agent.proposers.anthropic_backend import AnthropicProposer  # noqa: E402
-from agent.proposers.base import ProposalContext, make_proposer  # noqa: E402
+from agent.proposers import ProposalContext, make_proposer  # noqa: E402
 from agent.proposers.openai_backend import OpenAIProposer  # noqa: E402
 from agent.proposers.parse import parse_reply  # noqa: E402
 

@@ -12,8 +12,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from script_module import load_script  # noqa: E402
 from http_servers import RecordedEvaluator, kernel_source, scaled_result  # noqa: E402
 
-from agent.archive import Archive  # noqa: E402
-from agent.campaign import CampaignDB  # noqa: E402
+from agent.campaign.archive import Archive  # noqa: E402
+from agent.campaign.db import CampaignDB  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHAPE = (4096, 4096, 4096)

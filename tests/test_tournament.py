@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from script_module import load_script  # noqa: E402
 from http_servers import RecordedEvaluator, kernel_source, scaled_result  # noqa: E402
 
-from agent.archive import Archive  # noqa: E402
+from agent.campaign.archive import Archive  # noqa: E402
 from evaluator.record import EvalResult, Timing  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

@@ -3,7 +3,7 @@
     make_seam(cluster, gpus) -> Seam        what `cudal2 campaign --cluster ...` calls
 
 Ray is an optional extra (`pip install 'cuda-l2[ray]'`) and is imported only here, when a cluster is asked for;
-the single-machine campaign (agent.campaign.EvaluatorSeam over --gpus) never needs it.
+the single-machine campaign (agent.campaign.driver.EvaluatorSeam over --gpus) never needs it.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _local_gpu_ids(gpus: list[int] | None) -> list[str]:
     """The device ids (as CUDA_VISIBLE_DEVICES spells them) of the GPUs a local cluster should own."""
-    from evaluator.gpu import device_count
+    from evaluator.session import device_count
 
     n = device_count()
     if n == 0:

@@ -18,8 +18,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -58,52 +56,12 @@ def _node_tag() -> dict:
 
 def build_artifact(source: str, arch: str) -> dict:
     """Build (or find in this node's cache) and return the result with the library's bytes."""
-    from evaluator.compile import compile_kernel
+    from evaluator.session import compile_kernel
 
     info = compile_kernel(source, arch)
     so = Path(info.so_path).read_bytes() if info.ok and info.so_path else None
     d = dataclasses.asdict(info)
     return {"info": d, "so": so, "built_on": _node_tag()}
-
-
-def install_artifact(art: dict | None, cache_dir: Path | None = None) -> bool:
-    """Put a build made on another node into this node's build cache, so the evaluator finds it there instead of
-    building again. Same layout as evaluator.compile's cache (one directory per key, published with one rename).
-    Returns whether an entry was installed. A build this node would key differently (another nvcc or CUTLASS) is
-    simply never looked up: the evaluator builds it here, which is slower but never wrong."""
-    if not art or not art.get("info"):
-        return False
-    from evaluator.compile import SCREEN_PREFIX, TIMEOUT_PREFIX, _cache_root
-
-    info = dict(art["info"])
-    key = info.get("cache_key") or ""
-    if not re.fullmatch(r"[0-9a-f]{64}", key):
-        return False
-    if not info.get("ok") and (info.get("log", "").startswith((SCREEN_PREFIX, TIMEOUT_PREFIX))):
-        return False  # the evaluator does not cache these either
-    if info.get("ok") and not art.get("so"):
-        return False
-    root = _cache_root(cache_dir)
-    entry = root / key[:2] / key
-    if (entry / "info.json").is_file():
-        return False
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f"tmp-{key[:12]}-", dir=root))
-    try:
-        if art.get("so"):
-            (tmp / "kernel.so").write_bytes(art["so"])
-        info.update(so_path=None, cached=False)
-        (tmp / "info.json").write_text(json.dumps(info, indent=1))
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.rename(tmp, entry)
-        except OSError:  # published by someone else meanwhile: theirs is equivalent
-            shutil.rmtree(tmp, ignore_errors=True)
-            return False
-        return True
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 # ---------------------------------------------------------------- the real evaluator
@@ -120,47 +78,36 @@ class EvaluatorSpec:
 
 
 class EvaluatorGPU:
+    """The actor's one GPU as a GPU session (evaluator.session), answering with plain dicts for Ray."""
+
     def __init__(self, gpu_id: int):
-        from evaluator.gpu import device_count, device_name, native_arch
-        from evaluator.pool import WorkerPool
+        from evaluator.session import GPUSession, device_count
 
         # Ray exposes the actor's GPU as device 0 of CUDA_VISIBLE_DEVICES=<gpu_id>; the worker subprocess is given
         # the id itself (WorkerProcess sets CUDA_VISIBLE_DEVICES to it), so both see the same chip.
         if device_count() < 1:
             raise RuntimeError(f"GPU actor for GPU {gpu_id} sees no CUDA device (CUDA_VISIBLE_DEVICES="
                                f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
-        import shutil
+        self.gpu_id = gpu_id
+        self.session = GPUSession([gpu_id], visible=0)
+        self.gpu_name, self.arch, self.profiles = self.session.gpu_name, self.session.arch, self.session.profiles
 
-        self.gpu_id, self.gpus = gpu_id, [gpu_id]
-        self.gpu_name = device_name(0)
-        self.arch = native_arch(0)
-        self.pool = WorkerPool(gpus=[gpu_id], arch=self.arch)
-        self.profiles = shutil.which("ncu") is not None
-        self._facts = None
-
-    # The campaign's own code for these (agent.campaign.EvaluatorSeam), on this actor's one GPU: the attributes
-    # they read (pool, gpus, arch, profiles, _facts) are the same here.
     def gpu_facts(self) -> dict:
-        from agent.campaign import EvaluatorSeam
-
-        return EvaluatorSeam.gpu_facts(self)
+        return self.session.gpu_facts()
 
     def profile(self, source: str, shape, *, acc: str) -> dict | None:
-        from agent.campaign import EvaluatorSeam
-
-        return EvaluatorSeam.profile(self, source, tuple(shape), acc=acc)
+        return self.session.profile(source, shape, acc=acc)
 
     def evaluate(self, source: str, shape, *, acc: str, mode: str, profile: str, artifact: dict | None = None,
                  rivals: dict | None = None, rounds: int | None = None) -> dict:
-        from evaluator.api import evaluate
+        from evaluator.session import install_artifact
 
         install_artifact(artifact)  # the rivals are built here (compile cache): they were built before, by the search
-        res = evaluate(source, tuple(shape), acc=acc, mode=mode, profile=profile, arch=self.arch, pool=self.pool,
-                       gpu=self.gpu_id, rivals=rivals, rounds=rounds)
-        return res.to_dict()
+        return self.session.evaluate(source, shape, acc=acc, mode=mode, profile=profile, rivals=rivals,
+                                     rounds=rounds).to_dict()
 
     def close(self) -> None:
-        self.pool.close()
+        self.session.close()
 
 
 # ---------------------------------------------------------------- recorded results (no GPU)
@@ -187,7 +134,7 @@ class RecordedSpec:
                 os.fsync(f.fileno())
 
     def build(self, source: str, arch: str) -> dict:
-        from evaluator.compile import source_hash
+        from agent.campaign.archive import source_hash
 
         self._write({"op": "build", "hash": source_hash(source), "pid": os.getpid(), "t": time.time()})
         return {"info": None, "so": None, "built_on": _node_tag(), "source_hash": source_hash(source)}
@@ -210,7 +157,7 @@ class RecordedGPU:
 
     def evaluate(self, source: str, shape, *, acc: str, mode: str, profile: str, artifact: dict | None = None,
                  rivals: dict | None = None, rounds: int | None = None) -> dict:
-        from evaluator.compile import source_hash
+        from agent.campaign.archive import source_hash
         from evaluator.record import EvalResult
 
         m = re.search(r"// variant: (\S+)", source)

@@ -1,6 +1,7 @@
 """PinnedLocalSeam: this machine's GPUs without Ray, with each shape's evaluations kept on one GPU.
 
-agent.campaign.EvaluatorSeam hands every evaluation to whichever GPU is idle; this seam routes by shape the way the
+agent.campaign.driver.EvaluatorSeam hands every evaluation to whichever GPU is idle; this seam routes by shape the
+way the
 Ray seam does (agent.cluster.routing), so a shape's speedups all come from one chip. It needs no Ray, which is
 why the two-GPU device benchmark (scripts/bench_distributed.py) can run where Ray cannot be installed.
 """
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import socket
 
-from agent.campaign import EvaluatorSeam
+from agent.campaign.driver import EvaluatorSeam
 from agent.cluster.routing import ShapeRouter
 from evaluator.record import EvalResult
 

@@ -1,6 +1,6 @@
 """RaySeam: the campaign's GPU seam over a Ray cluster.
 
-The campaign driver (agent.campaign.run_campaign) stays one process: it proposes, archives and checkpoints; this
+The campaign driver (agent.campaign.driver.run_campaign) stays one process: it proposes, archives and checkpoints; this
 seam only decides where builds and evaluations run.
 
 - One GpuActor per GPU on every node (pinned to its node), each with its own evaluator worker subprocess.
@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from agent.campaign import CampaignError, Seam
+from agent.campaign.driver import CampaignError, Seam
 from agent.cluster.routing import NoLiveGPU, ShapeRouter
 from evaluator.record import EvalResult
 
@@ -231,7 +231,7 @@ class RaySeam(Seam):
         self._build_ref(source)
 
     def _build_ref(self, source: str):
-        from evaluator.compile import source_hash
+        from agent.campaign.archive import source_hash
 
         h = source_hash(source)
         with self._lock:
@@ -245,7 +245,7 @@ class RaySeam(Seam):
             return ref
 
     def _forget_build(self, source: str) -> None:
-        from evaluator.compile import source_hash
+        from agent.campaign.archive import source_hash
 
         with self._lock:
             self._builds.pop(source_hash(source), None)
@@ -348,7 +348,7 @@ class RaySeam(Seam):
                 self._maintain()
 
     def _error(self, shape, acc, mode, profile, source, reason, lost) -> EvalResult:
-        from evaluator.compile import source_hash
+        from agent.campaign.archive import source_hash
 
         # status "error" is never archived by the loop: the candidate is evaluated again later, not lost.
         return EvalResult(status="error", reason=reason, shape=tuple(shape), acc=acc, mode=mode, profile=profile,

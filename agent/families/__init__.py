@@ -1,28 +1,62 @@
 """Kernel families: each renders complete contract `.cu` files from a validated parameter dict.
 
-Every family module exposes NAME, DOMAIN, `space(shape, acc, arch)`, `feasible(params, shape, arch) -> (ok, why)`
-and `render(params) -> str`. A candidate is identified by (family, canonical(params)); `candidate_name` gives its
-short stable name.
+A family is one module in this package and its template (see protocol.Family): the registry finds every module
+here that defines NAME and TEMPLATE. A candidate is identified by (family, canonical(params)); `candidate_name`
+gives its short stable name.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib
+import pkgutil
 from types import ModuleType
 from typing import Any
 
-from .common import ARCHS, arch_limits, candidate_name, canonical, cutlass_include_dirs, launch_knobs
+from .common import ARCHS, arch_limits, canonical, cutlass_include_dirs, launch_knobs
+from .protocol import REQUIRED
 
-FAMILY_NAMES = ("small", "ampere_cute", "hopper_wgmma", "hopper_raw")
+
+@functools.lru_cache(maxsize=1)
+def _registry() -> dict[str, ModuleType]:
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        mod = importlib.import_module(f"{__name__}.{info.name}")
+        if not (hasattr(mod, "NAME") and hasattr(mod, "TEMPLATE")):
+            continue  # a shared helper, not a family
+        missing = [a for a in REQUIRED if not hasattr(mod, a)]
+        if missing or mod.NAME != info.name:
+            raise ImportError(f"kernel family module {mod.__name__} is incomplete: "
+                              f"{'missing ' + ', '.join(missing) if missing else 'its NAME is not its module name'}")
+        found.append(mod)
+    return {m.NAME: m for m in sorted(found, key=lambda m: (m.ORDER, m.NAME))}
+
+
+def names() -> tuple[str, ...]:
+    """Every family, in the order the policy visits them."""
+    return tuple(_registry())
 
 
 def get(name: str) -> ModuleType:
-    if name not in FAMILY_NAMES:
-        raise ValueError(f"unknown kernel family {name!r}; known: {', '.join(FAMILY_NAMES)}")
-    return importlib.import_module(f"{__name__}.{name}")
+    try:
+        return _registry()[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown kernel family {name!r}; known: {', '.join(names())}") from None
 
 
 def families() -> dict[str, ModuleType]:
-    return {n: get(n) for n in FAMILY_NAMES}
+    return dict(_registry())
+
+
+def candidate_name(family: str, params: dict[str, Any]) -> str:
+    """Short, stable, filename-safe name: family prefix, a few readable knobs, and a hash of the canonical params."""
+    h = hashlib.sha1(f"{family}|{canonical(params)}".encode()).hexdigest()[:8]
+    mod = _registry().get(family)
+    short = mod.SHORT if mod is not None else family[:4]
+    dims = "x".join(str(params[k]) for k in ("bm", "bn", "bk") if k in params)
+    if not dims:
+        dims = "x".join(str(params[k]) for k in ("tile_m", "tile_n", "tile_k") if k in params)
+    return f"{short}_{dims}_{h}" if dims else f"{short}_{h}"
 
 
 def render(family: str, params: dict[str, Any], shape: tuple[int, int, int] | None = None,
@@ -40,7 +74,7 @@ def current_source(family: str | None, params: dict[str, Any] | None, stored: st
     unless the template took over something the harness used to supply: hopper_wgmma's tiles 144/160/176 now
     define CuTe's extended wgmma shapes themselves, and their older sources would build with narrower atoms.
     Kernels of no family (a model's own) and configs the family no longer takes keep their stored source."""
-    if family not in FAMILY_NAMES or not params:
+    if family not in _registry() or not params:
         return stored
     try:
         return get(family).render(params)
@@ -71,5 +105,5 @@ def needs_cutlass(family: str) -> bool:
     return bool(getattr(get(family), "NEEDS_CUTLASS", False))
 
 
-__all__ = ["ARCHS", "FAMILY_NAMES", "arch_limits", "candidate_name", "canonical", "cutlass_include_dirs",
-           "families", "full_params", "get", "needs_cutlass", "normal_params", "render", "with_launch_knobs"]
+__all__ = ["ARCHS", "arch_limits", "candidate_name", "canonical", "cutlass_include_dirs", "families", "full_params",
+           "get", "names", "needs_cutlass", "normal_params", "render", "with_launch_knobs"]

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -43,16 +42,6 @@ def arch_limits(arch: str) -> ArchLimits:
 def canonical(params: dict[str, Any]) -> str:
     """One string per parameter set: sorted keys, no whitespace. Identity of a candidate is (family, canonical)."""
     return json.dumps(params, sort_keys=True, separators=(",", ":"))
-
-
-def candidate_name(family: str, params: dict[str, Any]) -> str:
-    """Short, stable, filename-safe name: family prefix, a few readable knobs, and a hash of the canonical params."""
-    h = hashlib.sha1(f"{family}|{canonical(params)}".encode()).hexdigest()[:8]
-    short = {"small": "sm", "ampere_cute": "ac", "hopper_wgmma": "hw", "hopper_raw": "hr"}.get(family, family[:4])
-    dims = "x".join(str(params[k]) for k in ("bm", "bn", "bk") if k in params)
-    if not dims:
-        dims = "x".join(str(params[k]) for k in ("tile_m", "tile_n", "tile_k") if k in params)
-    return f"{short}_{dims}_{h}" if dims else f"{short}_{h}"
 
 
 @functools.lru_cache(maxsize=1)
@@ -111,7 +100,7 @@ def uneven_waves(units: int, cluster: int, sms: int) -> str:
 def launch_knobs(arch: str, mode: str = "offline") -> dict[str, Any]:
     """The launch knobs the policy always uses on `arch` for a search timed in `mode` (not searched). PDL hides the
     launch behind the kernel before it in a plain stream, up to 2x on tiny shapes offline; replayed from a CUDA
-    graph, where the launch gap is short already, the same kernels ran up to 8% faster without it (H200, sweep r26:
+    graph, where the launch gap is short already, the same kernels ran up to 8% faster without it (H200 sweep of
     output-bound small-K shapes, an mma.sync and a TMA/wgmma kernel), so a graph-mode search goes without."""
     return {"pdl": arch_limits(arch).sm >= 90 and mode != "graph"}
 

@@ -3,10 +3,14 @@ collectives (the template says why), fp32 accumulation, K-major A and B (B_col_m
 from __future__ import annotations
 
 import itertools
+import math
+import sys
 from typing import Any
 
+from . import pricing
 from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, ceil_div, launch_knobs, render_feasible, smem_problem,
                      uneven_waves, validate_with_defaults, validated)
+from .pricing import POWER_LIMIT_FLOP, flop
 
 NAME = "hopper_raw"
 TEMPLATE = "hopper_raw.cu.j2"
@@ -35,9 +39,9 @@ DOMAIN: dict[str, tuple] = {
     "grid": ("full", "even"),
     **LAUNCH_DOMAIN,
 }
-# What the policy's mutations move through, narrower than what a sweep may render: 29 of run 25's 48 hopper_raw
-# candidates carried a hint; A's (a, ac) measured 0.946-0.971 on multi-wave shapes there and 0.6-4% slower than no
-# hint in sweep r31, and B alone (b) never differed from B with C (bc)
+# What the policy's mutations move through, narrower than what a sweep may render: in one campaign 29 of 48
+# hopper_raw candidates carried a hint; A's (a, ac) measured 0.946-0.971 on multi-wave shapes there and 0.6-4%
+# slower than no hint in a power-steady sweep, and B alone (b) never differed from B with C (bc)
 SEARCH_DOMAIN: dict[str, tuple] = {**DOMAIN, "l2_evict_first": ("none", "c", "bc")}
 DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "k_order": "forward", "l2_evict_first": "none",
                             "grid": "full", **LAUNCH_DEFAULTS}
@@ -99,10 +103,11 @@ def render(params: dict[str, Any]) -> str:
 
 def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") -> list[dict[str, Any]]:
     """Feasible configs: each tile with the deepest ring that fits and one stage less, in every tile order, and the TMA
-    epilogue where the tile allows it (stores from registers measured 6% more cycles, result_r14_raw_tma.json),
-    with or without a 2-CTA cluster. The 128x64 tile stays out: in the domain for sweeps and one-knob mutations, it
-    won none of the output-bound small-K shapes it was written for (0.81-0.87 in graph mode, sweep r25), and the
-    space's exploration samples of the big shapes stay as they were measured."""
+    epilogue where the tile allows it (stores from registers measured 6% more cycles,
+    docs/benchmarks/data/sweeps/raw_tma_2026-11-23_1c52652.json), with or without a 2-CTA cluster. The 128x64 tile
+    stays out: in the domain for sweeps and one-knob mutations, it won none of the output-bound small-K shapes it was
+    written for (0.81-0.87 in graph mode), and the space's exploration samples of the big shapes stay as they were
+    measured."""
     if acc != "fp32":
         return []
     out = []
@@ -117,3 +122,125 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
             if feasible(p, shape, arch)[0]:
                 out.append(p)
     return out
+
+
+# ---------------------------------------------------------------- search: priors, shares, cost model, mutations
+
+ORDER = 3
+SHORT = "hr"
+# Half the large class: on the four big dev shapes where CUTLASS lost, this kernel with its TMA epilogue needs 1-2%
+# fewer cycles a call than CUTLASS and cuBLASLt (H200, power-steady).
+SHARES = {"large": 0.5}
+ARCH_FALLBACK = "ampere_cute"
+
+
+def runs_on(arch: str) -> bool:
+    return arch == "sm_90a"
+
+
+def repair(p: dict[str, Any]) -> dict[str, Any]:
+    """Its knobs are checked by `feasible`: a mutation needs no repair."""
+    return dict(p)
+
+
+def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: str = "offline") -> list[dict[str, Any]]:
+    return _listed_priors(shape) if arch == "sm_90a" and acc == "fp32" else []
+
+
+def _widest_band(unit_rows: int, cap: int) -> int:
+    """The widest tile-order band up to `cap` that hopper_raw accepts: it needs two bands' worth of work-unit rows."""
+    return max(g for g in (1, 2, 4, 8, 16) if g == 1 or (g <= cap and unit_rows >= 2 * g))
+
+
+def _square_band(tile_m: int, tile_n: int, sms: int) -> int:
+    """The band (tile-rows) that makes a wave's operand footprint smallest: a wave of `sms` tiles in bands of g rows reads
+    g A panels and sms/g B panels, each panel bytes proportional to its tile side, so g = sqrt(sms * tile_n / tile_m),
+    as a power of two. 128x256 gets 16: on 8192x4096x16384 bands of 16 measured 0.993 and 1.004 of cuBLASLt against
+    0.983 and 0.996 for bands of 8 in the same two sweeps, and 0.997 in a third; 256x192 and 256x128 get 8."""
+    g = math.sqrt(sms * tile_n / tile_m)
+    return 2 ** round(math.log2(g))
+
+
+def _one_wave_band(rows: int, tile_m: int, tile_n: int, tiles: int) -> int:
+    """The tile order of a grid that runs in one wave, where every tile is resident at once and the order only decides
+    which CTAs are launched next to each other: in bands (neighbours down M, sharing B's tile) where B's tile is the
+    wider, else along N (sharing A's). Power-steady on an H200 (two sweeps): 1024x4096x8192 with 128x256 tiles,
+    bands of 2 or 4 tile-rows 0.998-0.999 of cuBLASLt against 0.967 for rows (their loads alone: 30 against 43 mJ a
+    call), 1.011 against 0.984 with the B/C evict_first hint; 4096x1024x12288, bands of 16 0.999 against 0.995 for
+    128x256, and rows 0.985 against 0.972-0.979 for bands of 4-8 of 256x128."""
+    return _widest_band(rows, _square_band(tile_m, tile_n, tiles)) if tile_n > tile_m else 1
+
+
+def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
+    """The hand-written kernel's tiles that matched cuBLASLt's cycles (128x256, then 256x128) with the TMA epilogue and
+    the deepest ring; beyond one wave, bands that keep a wave's footprint square (`_square_band`), and on one wave
+    the order `_one_wave_band` measured. 256x192 where 192 divides N, as for CUTLASS, and first where 128x256 would
+    take more than four waves. No 2-CTA cluster: it has not been timed beyond one wave since its barrier fix
+    (docs/benchmarks/data/sweeps/cluster_arrive_2026-11-23_3767b20.txt), and on one wave it measured 0.987-0.994 in
+    bands.
+    A one-wave grid whose B is at least twice A streams B (and C) with an L2 evict_first hint, so A stays for the next
+    call: 1.2% and 1.1% faster power-steady on 1024x4096x8192 in two sweeps on two machines (clock +15-22
+    MHz, cycles unchanged); the hint on A measured nothing on 4096x1024x12288, and on multi-wave shapes it cost
+    0.6-4% (A's panels are shared by CTAs that drift apart), so it goes nowhere else."""
+    m, n, _ = shape
+    out = []
+    for tm, tn in ((128, 256), (256, 128)):
+        rows, tiles = ceil_div(m, tm), ceil_div(m, tm) * ceil_div(n, tn)
+        if tiles > sms:
+            group = _widest_band(rows, _square_band(tm, tn, sms))
+        else:  # measured only where the power limit holds the clock
+            group = _one_wave_band(rows, tm, tn, tiles) if flop(shape) >= POWER_LIMIT_FLOP else 1
+        p = {"tile_m": tm, "tile_n": tn, "stages": 4, "group": group, "acc": "fp32", "epi": "tma"}
+        if tiles <= sms and n >= 2 * m:  # B's bytes (N*K) at least twice A's (M*K)
+            p["l2_evict_first"] = "bc"
+        out.append(p)
+    if n % 192 == 0 and m >= 256:
+        wide = {"tile_m": 256, "tile_n": 192, "stages": 3, "acc": "fp32", "epi": "tma",
+                "group": _widest_band(ceil_div(m, 256), _square_band(256, 192, sms))}
+        # Many waves: 256x192 first. It led 128x256 on 4096x12288x16384 (11.6 waves of 128x256) in four campaigns
+        # by 1.0-3.2% and on 16384x12288x8192 by 1.6%; listed third, a campaign never measured it there (one prior
+        # is reserved a step). At 2.9 waves (1024x12288x8192) the two were within 1.3% either way.
+        if ceil_div(m, 128) * ceil_div(n, 256) > 4 * sms:
+            out.insert(0, wide)
+        else:
+            out.append(wide)
+    return [pricing.even_grid(sys.modules[__name__], p, shape) for p in out]
+
+
+def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> float:
+    """hopper_raw: a persistent grid of one CTA per SM over unpadded tiles, in clusters of one or two CTAs."""
+    m, n, k = shape
+    sms = pricing.arch_limits(arch).num_sms
+    tm, tn = p["tile_m"], p["tile_n"]
+    tiles = ceil_div(m, tm) * ceil_div(n, tn)
+    eff = pricing.WGMMA_TILE_EFF.get((tm, tn), 0.9)
+    # stores from registers leave the tensor cores idle longer: 626k against 591k cycles a call for the TMA
+    # epilogue on 8192x2048x8192 (H200, power-steady, docs/benchmarks/data/sweeps/raw_tma_2026-11-23_1c52652.json)
+    eff *= 1.0 if p.get("epi") == "tma" else 0.94
+    # beyond one wave one CTA and a pair are even with CUTLASS's 2x1 persistent 128x256 (two campaigns: -0.6% to
+    # +1.0% on 8192x2048x8192 and 8192x4096x16384, power-steady); on one wave a pair took 1.3% longer than one CTA
+    # (docs/benchmarks/data/sweeps/cluster_arrive_2026-11-23_3767b20.txt)
+    eff *= 0.987 if tiles <= sms and p.get("cluster_m", 1) == 2 else 1.0
+    # two m64 atoms per warpgroup read each B slice twice from shared memory: 256x128 measured 0.5-3.3% behind
+    # 128x256 on five big shapes in two campaigns (mean 1.8%); 256x192 reads 22% less from L2 and keeps its table value
+    if (tm, tn) == (256, 128):
+        eff *= 0.98
+    waves_factor = ceil_div(tiles, sms) * sms / tiles if tiles > sms else 1.0
+    busy = min(1.0, tiles / sms)
+    t_compute = 2.0 * tiles * tm * tn * k / (pricing.WGMMA_PEAK * eff * busy) * waves_factor
+    t_mem = 2.0 * (m * k + n * k + m * n) / pricing.DRAM_BW
+    t_chain = ceil_div(k, 64) * 0.06e-6 * ceil_div(tiles, sms)
+    # two stages of k64 leave the loads exposed: 256x192 with 2 measured 0.79-0.83 of cuBLASLt all eight times five
+    # campaigns proposed it (three big shapes), where its 3-stage twin measured 0.96-1.05
+    stages_pen = {2: 1.25, 3: 1.03}.get(p["stages"], 1.0)
+    # bands of tile-rows keep A's panels in L2 while the band's columns pass (as CUTLASS's swizzle does)
+    if tiles > sms and 2.0 * m * n * k > POWER_LIMIT_FLOP:
+        band_gain = {1: 1.0, 2: 0.98, 4: 0.96, 8: 0.95, 16: 0.95}[p["group"]]
+    elif tiles <= sms and 2.0 * m * n * k >= POWER_LIMIT_FLOP and p["group"] > 1:
+        # one wave: neighbours sharing the wider operand tile cost less energy (_one_wave_band)
+        band_gain = 0.97 if tn > tm else 1.01
+    else:
+        band_gain = 1.0
+    band_gain *= pricing.even_grid_gain(p, shape)
+    return ((max(t_compute, t_mem) + t_chain) * stages_pen * band_gain * 1e6 + pricing.LAUNCH_US
+            + pricing.CUTLASS_HOST_US)

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import itertools
+import sys
 from typing import Any
 
+from . import pricing
 from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, ceil_div, launch_knobs, render_feasible, uneven_waves,
                      validate_with_defaults, validated)
+from .pricing import LARGE_FLOP, POWER_LIMIT_FLOP, SINGLE_CTA_MAX_WAVES, b_streams, flop
 
 # The batched split-K keeps its fp32 slices in a static workspace of this many floats (32 MiB).
 SLICE_WS_FLOATS = 8 * 1024 * 1024
@@ -68,7 +71,7 @@ def cta_grid(p: dict[str, Any], shape: tuple[int, int, int]) -> tuple[int, int, 
     6 CTAs, 4 needs 3, 2 needs 2), then each side rounded up to swizzle x cluster. A tile of the padding is a valid work
     unit there: it is loaded (zero-filled by TMA) and multiplied like any other, and only its stores are predicated
     off. Measured on the H200: 1024x12288x8192 with 128x256, cluster 2x1, swizzle 8 (16 CTA rows for 8) at 0.56 of
-    cuBLASLt, the same kernel with swizzle 4 (8 rows) at 0.985 (run 4's search; sweep r9)."""
+    cuBLASLt, the same kernel with swizzle 4 (8 rows) at 0.985 (a search, then a sweep)."""
     m, n, _ = shape
     pm, pn = (n, m) if p["swap_ab"] else (m, n)
     cm, cn = p["cluster_m"], p["cluster_n"]
@@ -209,3 +212,251 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
                     if feasible(p, shape, arch)[0]:
                         out.append(validate(p))
     return out
+
+
+# ---------------------------------------------------------------- search: priors, shares, cost model, mutations
+
+ORDER = 2
+SHORT = "hw"
+# Skinny outputs with a long K: wgmma GEMMs over K slices (batched split-K) measured 0.98-1.00 of cuBLASLt on the
+# H200 where the mma.sync families reached 0.60-0.89; giving the mma.sync families' two slots in twelve to this
+# family found no better kernel in five such dev shapes, so they keep them
+# (docs/benchmarks/data/tables/fp32_skinny_2026-11-24_186c0cf.md).
+# Output-bound small-K shapes (128x4096x128, 1024x2048x64, 128x16384x64): a persistent 128x128 tile with the TMA
+# epilogue measured 0.83-0.90 of cuBLASLt there, the mma.sync families 0.73-0.79. On large shapes mma.sync reaches
+# ~60% of wgmma's peak (ampere_cute measured 0.37-0.53 of cuBLASLt on all eight big dev shapes, H200), so the
+# large class is this family's and the hand-written hopper_raw's.
+SHARES = {"skinny_long_k": 0.6, "output_bound": 0.4, "launch_bound": 0.0,
+          "mid_low": 0.3, "mid_high": 0.5, "large": 0.5}
+ARCH_FALLBACK = "ampere_cute"  # where wgmma does not exist, its share goes to the mma.sync kernels
+
+
+def runs_on(arch: str) -> bool:
+    return arch == "sm_90a"
+
+
+def repair(p: dict[str, Any]) -> dict[str, Any]:
+    """Keep coupled knobs consistent after a mutation."""
+    q = dict(p)
+    if q["scheduler"] == "persistent":
+        q["splits"] = 1
+    if q["schedule"] == "pingpong" and q["tile_m"] == 256:
+        q["tile_m"] = 128
+    if q["schedule"] == "cooperative" and q["tile_m"] == 64:
+        q["tile_m"] = 128
+    if q["raster"] == "heuristic":
+        q["swizzle"] = 1
+    return q
+
+
+def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: str = "offline") -> list[dict[str, Any]]:
+    if arch != "sm_90a":
+        return []
+    # a swizzle that CUTLASS would cap or that pads the grid is refused: keep the prior, narrower
+    return [pricing.even_grid(sys.modules[__name__], fit_swizzle(p, shape), shape) for p in _listed_priors(shape, acc)]
+
+
+def prior(shape: tuple[int, int, int], acc: str) -> dict[str, Any]:
+    m, n, k = shape
+    swap = m < 128 <= n  # put the long side on wgmma's M
+    pm, pn = (n, m) if swap else (m, n)
+    if pm >= 128 and pn >= 256:
+        tm, tn, sched = 128, 256, "cooperative"
+    elif pm >= 256:
+        tm, tn, sched = 256, 128, "cooperative"
+    elif pm >= 128:
+        tm, tn, sched = 128, 128, "cooperative"
+    else:
+        tm, tn, sched = 64, 128, "pingpong"
+    if pn <= 64 and sched == "cooperative":
+        tm, tn = 128, 64  # a skinny output: do not pad N to 128/256
+    elif pn <= 128 and sched == "cooperative":
+        tm, tn = 128, 128
+    big = flop(shape) >= LARGE_FLOP
+    return {"tile_m": tm, "tile_n": tn, "tile_k": 64, "cluster_m": 2 if big else 1, "cluster_n": 1,
+            "schedule": sched, "scheduler": "persistent" if big or sched == "pingpong" else "streamk", "splits": 1,
+            "raster": "heuristic", "swizzle": 1, "stages": 0,
+            "b_operand": "col", "swap_ab": swap, "acc": acc}
+
+
+def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> list[dict[str, Any]]:
+    """The prior plus its raster/cluster/B-layout variants that were within 3% of cuBLAS on large shapes."""
+    m, n, k = shape
+    base = prior(shape, acc)
+
+    def plain(**kw: Any) -> dict[str, Any]:
+        """The base with one CTA per cluster, the heuristic raster and no stream-K, then `kw`."""
+        return {**base, "cluster_m": 1, "cluster_n": 1, "scheduler": "persistent", "splits": 1, "raster": "heuristic",
+                "swizzle": 1, **kw}
+
+    out = [base]
+    pm, pn = (n, m) if base["swap_ab"] else (m, n)
+    tiles = ceil_div(pm, base["tile_m"]) * ceil_div(pn, base["tile_n"])
+    ragged = tiles > sms and tiles / (ceil_div(tiles, sms) * sms) < 0.8
+    if ragged:
+        # The last wave of the big tile is mostly empty (12288x512x12288: 192 tiles of 128x256 = 1.45 waves); 128x128
+        # tiles quantise better: ping-pong 0.994 and cooperative 0.981 there, against 0.93-0.94 for 128x256 (H200).
+        out = [plain(tile_m=128, tile_n=128, schedule="pingpong"),
+               plain(tile_m=128, tile_n=128, schedule="cooperative")] + out
+    if k <= 512:
+        # Few k-tiles: no stream-K, 128x128 tiles so that the output spreads over the SMs (measured best on
+        # 1024x2048x64, 128x16384x64: cooperative; 1024x12288x256: ping-pong at 0.95 of cuBLASLt).
+        coop = plain(tile_m=128, tile_n=128, schedule="cooperative", swap_ab=False)
+        pp = plain(tile_m=128, tile_n=128, schedule="pingpong", swap_ab=False)
+        # a large output favours ping-pong (its epilogue overlaps the other warpgroup's main loop): measured twice at
+        # 0.947 on 1024x12288x256, where cooperative got 0.78; on 2M-element outputs cooperative led by 4-5%
+        # Storing such an output is most of the call: CUTLASS's own epilogue tile (at most 32 columns) takes four or
+        # more store rounds, each behind a barrier, per 64x128 half-tile, and 64 columns take two. A sweep (H200,
+        # the same kernel with and without): 1024x12288x256 1.058 against 1.001-1.004, 2048x8192x256 0.997 against
+        # 0.928, 512x16384x512 1.033 against 1.012; with the long side on wgmma's M (C^T = B^T A^T) 1.066, 1.007
+        # and 1.053.
+        wide_epilogue = dict(pp, swap_ab=n > m, epi_n=64)
+        out = ([wide_epilogue, pp, coop] if m * n >= 2 ** 23 else [coop, pp]) + [
+            plain(tile_m=64, tile_n=128, schedule="pingpong", swap_ab=False)] + out
+    if flop(shape) >= LARGE_FLOP and base["schedule"] == "cooperative":
+        out = _power_bound_priors(shape, base, ragged, waves=tiles / sms) + out
+    if base["schedule"] == "cooperative":
+        out.append(dict(base, raster="along_n", swizzle=4, scheduler="persistent", splits=1))
+        if base["tile_m"] == 128 and base["tile_n"] == 256:
+            out.append(dict(base, tile_m=256, tile_n=128))
+        out.append(dict(base, b_operand="row"))
+    # Too few output tiles to fill the machine and a long K: split K into slices, each a GEMM into fp32 partials,
+    # summed by a second kernel (two sweeps, H200). 4 slices of 1024+ over 32 tiles measured 0.98-1.00 of cuBLASLt
+    # on 64x2048x4096, 128x2048x4096, 256x2048x16384 and 8 slices 1.00 on 64x512x2048, where stream-K's split-K
+    # fixup (2-4 us per doubling of splits) measured 0.55-0.82. Without a split the tile comes after them.
+    sliced = []
+    skinny = m <= 128 <= n
+    tiles_first = [("pingpong", 64, 64, skinny), ("cooperative", 128, 64, skinny), ("pingpong", 128, 128, m < n)]
+    for sched, tm, tn, swap in tiles_first if skinny else tiles_first[::-1]:
+        pm, pn = (n, m) if swap else (m, n)
+        tiles = ceil_div(pm, tm) * ceil_div(pn, tn)
+        # 64x8192x4096 (64 tiles of 128x64): 2 slices 0.83, no split 0.975; 128-wide tiles on a 64-wide output pad
+        if tiles > 40 or k < 1024 or tn > max(64, pn) or (tm == 64 and pn > 64):
+            continue
+        # as many slices as fill the SMs once, each at least 256 long (64x512x2048: 8 slices 1.00, 4 slices 0.99)
+        slices = [s for s in (2, 4, 8) if tiles * s <= sms and k % (8 * s) == 0 and k // s >= 256]
+        if slices:
+            q = plain(tile_m=tm, tile_n=tn, schedule=sched, swap_ab=swap, scheduler="batched", splits=slices[-1])
+            if b_streams(shape):
+                # Each slice reads its stretch of B once, from DRAM: read as stored (N-major), it took 4% less
+                # time and energy per call than through B_col_major on 256x2048x16384 (one H100,
+                # power-steady, 1.051 against 1.011 of cuBLASLt in all three rounds; in a campaign five of six
+                # N-major twins 1.006-1.012 against 0.962-0.973). The K-major twin stays listed right after it.
+                sliced.append(dict(q, b_operand="row"))
+            sliced.append(q)
+    out = sliced + out
+    for swap, tm, tn in ((base["swap_ab"], 128, 128), (m <= 128 <= n, 128, 64)):
+        pm, pn = (n, m) if swap else (m, n)
+        tiles = ceil_div(pm, tm) * ceil_div(pn, tn)
+        if tiles >= 66 or ceil_div(k, 64) < 16:
+            continue
+        out.append(plain(tile_m=tm, tile_n=tn, schedule="cooperative", swap_ab=swap))
+    if m <= 64 and b_streams(shape):
+        # A few rows against a B larger than the L2 (64x8192x4096: 64 MB each call): a DRAM stream, where a 64x64
+        # tile puts a CTA on every SM that reads B in its row-major layout (cuBLASLt's pick there is that tile, NN,
+        # Nsight Compute). Against the 128x64 prior above, in one process each: 0.980 / 0.952 in graph
+        # replay, 1.025 / 0.990 offline with PDL; 1.026 of cuBLASLt in graphs on another machine.
+        stream = {**base, "tile_m": 64, "tile_n": 64, "tile_k": 64, "cluster_m": 1, "cluster_n": 1,
+                  "schedule": "pingpong", "scheduler": "persistent", "splits": 1, "raster": "along_n", "swizzle": 1,
+                  "stages": 0, "b_operand": "row", "swap_ab": True}
+        out = [stream] + [q for q in out if q != stream]
+    return out
+
+
+def _power_bound_priors(shape: tuple[int, int, int], base: dict[str, Any], ragged: bool,
+                        waves: float) -> list[dict[str, Any]]:
+    """Large GEMMs run at the GPU's power limit, where DRAM traffic costs clock (docs/evaluator.md, power-steady
+    timing). On 16384x12288x8192 (H200, power-steady) a 128x256 tile moved 10.5 GB of DRAM with swizzle 2, 7.5 GB
+    with swizzle 8 (0.93 -> 0.98 of cuBLASLt), and 256x192, the largest tile whose 192 accumulators per thread fit,
+    5.8 GB at 0.995. So: 256x192 wherever 192 divides a side, then the base tile with the widest swizzle unless its
+    last wave is mostly empty (`ragged`)."""
+    m, n, k = shape
+    raster = "along_n" if n >= m else "along_m"
+    widest = dict(base, raster=raster, swizzle=8, scheduler="persistent", splits=1)
+    out = [] if ragged else [widest]
+    if 1.0 < waves <= SINGLE_CTA_MAX_WAVES and not ragged:
+        # Up to four waves the pair's multicast saves less than its coupling costs (power-steady, two
+        # H100s, the same 128x256 swizzle-8 kernel with 1x1 and 2x1 clusters: +0.6% at 3.9 waves on 8192x2048x8192,
+        # +0.8-0.9% at 2.9 on 1024x12288x8192; from 7.8 waves on the pair leads by 1-2%). The release's kernel for
+        # 8192x2048x8192 is such a 1x1 and led our 2x1 winner there. Along N even where N < M: on 8192x2048x8192 the
+        # 1x1 along M ran 0.8% behind it in every round, where the 2x1 showed no difference.
+        out.insert(0, dict(widest, cluster_m=1, cluster_n=1, raster="along_n"))
+    if waves <= 1.0:
+        # One wave (1024x4096x8192, 4096x1024x12288: 128 tiles): no later wave reuses what a cluster multicasts, and
+        # every epilogue runs at once, unhidden. Power-steady on the H200, 1024x4096x8192: one CTA per cluster
+        # 0.1067 ms against 0.1078 for 2x1 (the SM clock +1%), epi_n=128 0.1075; cuBLASLt 0.1060.
+        out.insert(0, dict(base, cluster_m=1, cluster_n=1, b_operand="row", epi_n=128, raster=raster, swizzle=4,
+                           scheduler="persistent", splits=1))
+    wide = dict(base, tile_m=256, tile_n=192, cluster_m=2, cluster_n=1, raster=raster, swizzle=8,
+                scheduler="persistent", splits=1)
+    if n % 192 == 0 and m >= 256:
+        out.insert(0, dict(wide, swap_ab=False))
+    elif m % 192 == 0 and n % 256 == 0:
+        # C^T = B^T A^T puts M on the 192 side (12288x512x12288: 1.02 of cuBLASLt against 0.98 for 128x128)
+        out.insert(0, dict(wide, swap_ab=True, cluster_m=1, raster="along_n" if m >= n else "along_m"))
+    return out
+
+
+def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> float:
+    m, n, k = shape
+    sms = pricing.arch_limits(arch).num_sms
+    tm, tn, tk = p["tile_m"], p["tile_n"], p["tile_k"]
+    gm, gn, _ = cta_grid(p, shape)  # CUTLASS computes the tiles that pad the grid to the cluster
+    tiles = gm * gn
+    coop = p["schedule"] == "cooperative"
+    eff = pricing.WGMMA_TILE_EFF.get((tm, tn), 0.7)
+    if not coop and (tm, tn) in ((128, 128), (64, 256), (128, 192)):
+        eff *= 1.02  # ping-pong overlaps one warpgroup's epilogue with the other's mainloop
+    if p["b_operand"] == "row":
+        # K slices that each stream their stretch of B from DRAM read it faster as stored: 4% less time and
+        # energy per call on 256x2048x16384; elsewhere the N-major B measured ~1% behind
+        eff *= 1.03 if p["scheduler"] == "batched" and b_streams(shape) else 0.99
+    if tk == 128:
+        eff *= 0.9  # half the stages of tile_k=64 in the same shared memory: measured 10-40% slower on H200
+    cl = p["cluster_m"] * p["cluster_n"]
+    # a one-wave grid gains nothing from multicast (no later wave reuses the data) and pays its coupling: 1x1
+    # measured 1% faster than 2x1 on 1024x4096x8192, and 4-CTA clusters do not all fit at once there (0.62)
+    eff *= {1: pricing.single_cta_price(tiles / sms), 2: 1.0, 4: 0.99}[cl] if tiles > sms else \
+        {1: 1.0, 2: 0.99, 4: 0.9}[cl]
+    padded = 2.0 * gm * tm * gn * tn * k
+    # priced against the persistent grid of the same tiles (pricing.STREAMK_POWER_CREDIT says what was measured)
+    streamk_at_power_limit = p["scheduler"] == "streamk" and 2.0 * m * n * k >= POWER_LIMIT_FLOP
+    if streamk_at_power_limit:
+        units = tiles
+        waves = tiles / sms
+        tail = ceil_div(tiles, sms) / waves if tiles > sms else 1.0 / waves
+        cut = pricing.STREAMK_FIXUP_WAVES / max(waves, 1.0) if tiles % sms else 0.0
+        rel = (1.0 + pricing.STREAMK_POWER_CREDIT * (1.0 / tail - 1.0) + cut
+               + pricing.STREAMK_SPLIT_POWER * (p["splits"] - 1))
+        waves_factor = rel * (tail if tiles > sms else 1.0)
+        fix = 0.0
+    elif p["scheduler"] == "streamk":
+        units = tiles * p["splits"] if p["splits"] > 1 else max(tiles, sms)
+        waves_factor = 1.0 if p["splits"] == 1 else ceil_div(units, sms) * sms / units
+        fix = ((2.0 if (p["splits"] > 1 or tiles % sms) else 0.0)
+               + pricing.STREAMK_SPLIT_US * p["splits"] * (p["splits"] > 1))
+    elif p["scheduler"] == "batched":
+        units = tiles * p["splits"]
+        waves_factor = ceil_div(units, sms) * sms / units
+        fix = pricing.SLICE_SUM_US + 1e6 * (p["splits"] * 4.0 + 2.0) * m * n / pricing.L2_BW
+    else:
+        units = tiles
+        waves_factor = ceil_div(tiles, sms) * sms / tiles if tiles > sms else 1.0
+        fix = 0.0
+    busy = min(1.0, units / sms)
+    t_compute = padded / (pricing.WGMMA_PEAK * eff * busy) * waves_factor
+    uniq = 2.0 * (m * k + n * k + m * n)
+    t_mem = uniq / pricing.DRAM_BW
+    ktiles = ceil_div(k, tk) // (p["splits"] if p["scheduler"] != "persistent" and not streamk_at_power_limit
+                                 else 1)
+    # each SM still walks a wave's share of every k-tile in turn: an even split shortens no SM's chain
+    even = p["scheduler"] == "streamk" and not streamk_at_power_limit
+    t_chain = ktiles * 0.06e-6 * (1 if even else ceil_div(units, sms))
+    stages_pen = 1.0 if p["stages"] == 0 else (1.03 if p["stages"] < 4 else 1.0)
+    # wider swizzles keep more of A and B in L2; at the power limit every DRAM byte costs clock (16384x12288x8192,
+    # 128x256, power-steady: swizzle 2 / 4 / 8 at 0.93 / 0.97 / 0.98 of cuBLASLt)
+    raster_gain = {1: 1.0, 2: 0.98, 4: 0.96, 8: 0.95}[p["swizzle"]] if 2.0 * m * n * k > POWER_LIMIT_FLOP \
+        else 1.0
+    raster_gain *= pricing.even_grid_gain(p, shape)
+    t = (max(t_compute, t_mem) + t_chain) * stages_pen * raster_gain
+    return t * 1e6 + pricing.LAUNCH_US + pricing.CUTLASS_HOST_US + fix

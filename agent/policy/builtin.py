@@ -20,8 +20,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from agent.families import FAMILY_NAMES, candidate_name, canonical, full_params, get, normal_params, with_launch_knobs
+from agent.families import candidate_name, canonical, full_params, get, names, normal_params, with_launch_knobs
 from agent.families.common import ARCHS, LAUNCH_DOMAIN
+from agent.families.pricing import WGMMA_PEAK
 from . import costmodel, priors
 
 ACCS = ("fp32", "fp16")
@@ -136,24 +137,6 @@ def _bottleneck_bias(family: str, parent: dict[str, Any], child: dict[str, Any],
     return 0.0
 
 
-def _repair(family: str, p: dict[str, Any]) -> dict[str, Any]:
-    """Keep coupled knobs consistent after a mutation."""
-    q = dict(p)
-    if family == "ampere_cute":
-        q["prefetch"] = max(1, min(q["prefetch"], q["stages"] - 1))
-        q["sw_b"] = min(q["sw_b"], {32: 2, 64: 3}[q["bk"]])
-    if family == "hopper_wgmma":
-        if q["scheduler"] == "persistent":
-            q["splits"] = 1
-        if q["schedule"] == "pingpong" and q["tile_m"] == 256:
-            q["tile_m"] = 128
-        if q["schedule"] == "cooperative" and q["tile_m"] == 64:
-            q["tile_m"] = 128
-        if q["raster"] == "heuristic":
-            q["swizzle"] = 1
-    return q
-
-
 class BuiltinPolicy:
     """Deterministic for a given seed; never proposes a config twice (history included)."""
 
@@ -184,14 +167,14 @@ class BuiltinPolicy:
         if n <= 0:
             return []
         self._mode = mode  # the search's timing mode sets the launch knobs (families.common.launch_knobs)
-        history = [h for h in history if h.get("family") in FAMILY_NAMES and isinstance(h.get("params"), dict)]
+        history = [h for h in history if h.get("family") in names() and isinstance(h.get("params"), dict)]
         rng = random.Random(_stable_int(self.seed, shape, acc, arch, len(history),
                                         sorted(canonical(h["params"]) for h in history)))
         seen = {(h["family"], canonical(h["params"])) for h in history}
         seen |= {fp for (sk, fp) in self._proposed if sk == (shape, acc, arch)}
 
-        obs: dict[str, list[tuple[dict, float]]] = {f: [] for f in FAMILY_NAMES}
-        fails: dict[str, list[dict]] = {f: [] for f in FAMILY_NAMES}
+        obs: dict[str, list[tuple[dict, float]]] = {f: [] for f in names()}
+        fails: dict[str, list[dict]] = {f: [] for f in names()}
         self._acc_refused = {}
         for h in history:
             try:  # records from other schema versions still count as seen, but teach nothing
@@ -207,7 +190,7 @@ class BuiltinPolicy:
                     self._acc_refused[(h["family"], canonical(full_params(h["family"], h["params"])))] = h["params"]
 
         self._labels = {}
-        spilled: dict[str, list[dict]] = {f: [] for f in FAMILY_NAMES}
+        spilled: dict[str, list[dict]] = {f: [] for f in names()}
         for h in history:
             label = _label_of(h)
             if label:
@@ -219,7 +202,7 @@ class BuiltinPolicy:
 
         chosen = self._fp32_twins(shape, acc, arch, obs, fails, seen, max(1, n // 3)) if acc == "fp16" else []
         slots = self._allocate(shape, arch, obs, fails, n - len(chosen))
-        for fam in FAMILY_NAMES:
+        for fam in names():
             if slots.get(fam, 0) <= 0:
                 continue
             pool = self._pool(fam, shape, acc, arch, obs, seeds, rng)
@@ -237,7 +220,7 @@ class BuiltinPolicy:
         # a family may have run out of unseen configs: fill from the others, best predicted first
         if len(chosen) < n:
             extra = []
-            for fam in FAMILY_NAMES:
+            for fam in names():
                 if priors.family_shares(shape, arch).get(fam, 0) <= 0:
                     continue
                 pool = self._pool(fam, shape, acc, arch, obs, seeds, rng, wide=True)
@@ -257,12 +240,12 @@ class BuiltinPolicy:
 
     # -- steps ------------------------------------------------------------------------------------------------
     def _fp32_twins(self, shape, acc, arch, obs, fails, seen, k) -> list[Candidate]:
-        """fp16 run 39 (H100): on 64x2048x4096 all three first-step kernels, split-K with fp16 accumulators, came out
-        less accurate than all six fp16 cuBLAS kernels and were refused; their families' shares collapsed and the
-        search spent the shape on `small` (0.57). The first of them with fp32 accumulators had measured 7.3 us in the
-        fp32 run (38), against 9.4 us for the fp16 baselines. So each config refused for accuracy at fp16 gets its
-        fp32-accumulating twin proposed (up to k per batch, best predicted first); the refusal still shrinks the
-        family's share, and a measured twin brings the family back through its own speedup."""
+        """In an fp16 campaign (H100), on 64x2048x4096 all three first-step kernels, split-K with fp16 accumulators,
+        came out less accurate than all six fp16 cuBLAS kernels and were refused; their families' shares collapsed and
+        the search spent the shape on `small` (0.57). The first of them with fp32 accumulators had measured 7.3 us in
+        the fp32 campaign before it, against 9.4 us for the fp16 baselines. So each config refused for accuracy at
+        fp16 gets its fp32-accumulating twin proposed (up to k per batch, best predicted first); the refusal still
+        shrinks the family's share, and a measured twin brings the family back through its own speedup."""
         pool: dict[str, list[tuple[dict, str]]] = {}
         for (fam, _), p in sorted(self._acc_refused.items(), key=lambda kv: kv[0]):
             if p.get("acc") != "fp16" or "fp32" not in get(fam).DOMAIN.get("acc", ()):
@@ -283,9 +266,9 @@ class BuiltinPolicy:
 
     def _allocate(self, shape, arch, obs, fails, n) -> dict[str, int]:
         shares = priors.family_shares(shape, arch)
-        best = {f: max((s for _, s in obs[f]), default=None) for f in FAMILY_NAMES}
+        best = {f: max((s for _, s in obs[f]), default=None) for f in names()}
         top = max((b for b in best.values() if b is not None), default=None)
-        for f in FAMILY_NAMES:
+        for f in names():
             if shares.get(f, 0) <= 0:
                 continue
             if best[f] is not None and top is not None:
@@ -293,7 +276,7 @@ class BuiltinPolicy:
                 shares[f] *= math.exp((best[f] - top) / 0.1) ** 0.5 + 0.15
             if fails[f] and not obs[f]:
                 # nothing it tried has passed: each failure cuts its share. Waiting for four (the old rule) let
-                # fp16 run 16 re-propose mma.sync kernels at every step of 64x512x2048 and 64x2048x4096, where each
+                # an fp16 campaign re-propose mma.sync kernels at every step of 64x512x2048 and 64x2048x4096, where each
                 # failed the accuracy check, a third of those shapes' budget
                 shares[f] *= 0.25 ** len(fails[f])
         total = sum(shares.values()) or 1.0
@@ -327,13 +310,13 @@ class BuiltinPolicy:
                 why += f" (speedup {float(s['speedup']):.3f})"
             pool.append((p, why))
             for q in _mutations(search_domain, full_params(fam, p), rng)[:8]:
-                pool.append((_repair(fam, q), why + ", adapted"))
+                pool.append((mod.repair(q), why + ", adapted"))
         best = sorted(obs[fam], key=lambda t: (-t[1], canonical(t[0])))[:4]
         for p, ls in best:
             label = self._labels.get((fam, canonical(p)))
             p = full_params(fam, p)
             for q in _mutations(search_domain, p, rng):
-                q = _repair(fam, q)
+                q = mod.repair(q)
                 changed = ", ".join(f"{k} {p[k]}->{q[k]}" for k in q if q[k] != p.get(k))
                 why = f"mutation of measured {math.exp(ls):.3f}x config: {changed}"
                 if label:
@@ -367,7 +350,7 @@ class BuiltinPolicy:
         resid_full = [(full_params(fam, q), r) for q, r in resid]
         fails_full = [full_params(fam, q) for q in fails[fam]]
         spilled_full = [full_params(fam, q) for q in self._spilled.get(fam, ())]
-        all_resid = [r for f in FAMILY_NAMES for r in
+        all_resid = [r for f in names() for r in
                      ((ls + math.log(costmodel.estimate_us(f, p, shape, arch))) for p, ls in obs[f])]
         base = sum(all_resid) / len(all_resid) if all_resid else None
         out = []
@@ -409,7 +392,7 @@ class BuiltinPolicy:
     def _baseline_guess_us(shape) -> float:
         """A cuBLASLt-like time guess (launch floor + ~75% of wgmma peak) so that a fresh model's scores read as
         speedups."""
-        return 10.0 + 2.0 * shape[0] * shape[1] * shape[2] / (0.75 * costmodel.WGMMA_PEAK) * 1e6
+        return 10.0 + 2.0 * shape[0] * shape[1] * shape[2] / (0.75 * WGMMA_PEAK) * 1e6
 
     def _select(self, fam, ranked, k, seen, exploit: bool = False) -> list[Candidate]:
         out, per_tile = [], {}

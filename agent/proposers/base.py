@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from agent.config import ModelConfig
+from agent.campaign.config import ModelConfig
 from agent.proposers.deadline import (EndpointFatal, FatalError, RetryableError, call_with_retries,  # noqa: F401
                                       latch_for)
 from agent.proposers.parse import parse_reply, reply_summary
@@ -29,7 +29,7 @@ class ProposalContext:
     gpu_name: str = ""
     gpu_facts: dict[str, Any] = field(default_factory=dict)
     step: int = 0
-    # Earlier variants of this (gpu, acc, shape), oldest first; see agent.archive.Variant.as_history().
+    # Earlier variants of this (gpu, acc, shape), oldest first; see agent.campaign.archive.Variant.as_history().
     history: list[dict[str, Any]] = field(default_factory=list)
     best: dict[str, Any] | None = None  # history item of the best variant, plus "source"
     runner_up: dict[str, Any] | None = None  # likewise, second best (for the diff)
@@ -186,18 +186,3 @@ class ChatProposer(Proposer):
         for i, p in enumerate(props):
             p.name = p.name or f"step{context.step}-{i}"
         return props
-
-
-def make_proposer(config: ModelConfig) -> Proposer:
-    """The backend named by the config."""
-    if config.backend == "openai":
-        from agent.proposers.openai_backend import OpenAIProposer
-
-        return OpenAIProposer(config)
-    if config.backend == "anthropic":
-        from agent.proposers.anthropic_backend import AnthropicProposer
-
-        return AnthropicProposer(config)
-    from agent.proposers.builtin_backend import BuiltinProposer
-
-    return BuiltinProposer(config)

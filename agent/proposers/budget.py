@@ -26,7 +26,7 @@ def step_budget(config: Any, system: str) -> int:
 
 def check_budget(config: Any) -> None:
     """ConfigError when --max-tokens leaves too little of --context-tokens for a useful prompt."""
-    from agent.config import ConfigError
+    from agent.campaign.config import ConfigError
     from agent.proposers.prompt import render_system
 
     if config.context_tokens < 1:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 
-from agent.config import ModelConfig
+from agent.campaign.config import ModelConfig
 from agent.proposers.base import Proposal, ProposalContext, Proposer
 from agent.proposers.parse import has_contract_symbol
 

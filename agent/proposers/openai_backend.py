@@ -6,7 +6,7 @@ import threading
 
 import openai
 
-from agent.config import ModelConfig
+from agent.campaign.config import ModelConfig
 from agent.proposers.base import ChatProposer, ChatReply, FatalError, RetryableError
 from agent.proposers.deadline import classify_status, http_client, timeout_message
 

@@ -226,7 +226,7 @@ def render_step(ctx, token_budget: int | None = None) -> str:
 
 def render_prompt(ctx, config) -> tuple[str, str, list[str]]:
     """System prompt, step prompt and what the context budget dropped, for a ProposalContext under a
-    ModelConfig: what an LLM backend sends for that step (agent.graph.build_context makes the context from an
+    ModelConfig: what an LLM backend sends for that step (agent.loop.shape_loop.build_context makes the context from an
     archive's history)."""
     from agent.proposers.budget import step_budget
 

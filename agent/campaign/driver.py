@@ -1,4 +1,5 @@
-"""A campaign: the per-shape loop (agent.graph.run_shape) over a list of shapes, resumable, on every GPU given.
+"""A campaign: the per-shape loop (agent.loop.shape_loop.ShapeLoop) over a list of shapes, resumable, on every
+GPU given.
 
 Work layout. Shapes run in parallel lanes (two per GPU: while one lane's candidate is on the GPU, the other is
 proposing and compiling). The evaluator's WorkerPool holds one worker process per GPU and hands each evaluation to
@@ -24,20 +25,20 @@ import json
 import math
 import os
 import re
-import sqlite3
 import threading
 import time
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from agent.campaign_progress import PROGRESS_BASELINES, Progress, ShapeProgress
+from agent.campaign.db import CampaignDB
+from agent.campaign.progress import PROGRESS_BASELINES, Progress, ShapeProgress
 from agent.shapes import Shape, shape_str
 from evaluator.contract import MODES
 from evaluator.record import EvalResult
+from evaluator.session import GPUChoiceError, GPUSession
 
 SEED_PROPOSER = "seed:global-archive"
 FINAL_MODES = ("offline", "server")
@@ -88,70 +89,14 @@ class Seam:
         pass
 
 
-class EvaluatorSeam(Seam):
-    """The real evaluator: a WorkerPool over the given GPUs."""
-    tournaments = True
+class EvaluatorSeam(GPUSession, Seam):
+    """The real evaluator: a GPU session (evaluator.session) over the given GPUs; bad --gpus is bad campaign input."""
 
     def __init__(self, gpus: list[int], ncu: bool | None = None):
-        import shutil
-
-        from evaluator.gpu import device_count, device_name, native_arch
-        from evaluator.pool import WorkerPool
-
-        n = device_count()
-        bad = [g for g in gpus if g < 0 or g >= n]
-        if bad:
-            raise CampaignError(f"--gpus names GPU(s) {bad}, but this machine has {n} (0..{n - 1})")
-        names = {g: device_name(g) for g in gpus}
-        if len(set(names.values())) > 1:
-            raise CampaignError(f"--gpus mixes GPU models {names}; a campaign times one model (the archive is keyed "
-                                "by it): run one campaign per model")
-        self.gpus = gpus
-        self.gpu_name = names[gpus[0]]
-        self.arch = native_arch(gpus[0])
-        self.lanes = 2 * len(gpus)
-        self.pool = WorkerPool(gpus=gpus, arch=self.arch)
-        self.profiles = shutil.which("ncu") is not None if ncu is None else ncu
-        self._facts: dict[str, Any] | None = None
-
-    def compile(self, source: str) -> None:
-        from evaluator.compile import compile_kernel
-
-        compile_kernel(source, self.arch)
-
-    def evaluate(self, source: str, shape: Shape, *, acc: str, mode: str, profile: str,
-                 rivals: dict[str, str] | None = None, rounds: int | None = None) -> EvalResult:
-        from evaluator.api import evaluate
-
-        return evaluate(source, shape, acc=acc, mode=mode, profile=profile, arch=self.arch, pool=self.pool,
-                        rivals=rivals, rounds=rounds)
-
-    def gpu_facts(self) -> dict[str, Any]:
-        if self._facts is None:
-            g = self.pool.gpu_info(self.gpus[0])
-            self._facts = {"name": g.get("name"), "sm_count": g.get("sms"),
-                           "smem_per_block_optin_kb": (g.get("smem_optin") or 0) // 1024 or None,
-                           "l2_mb": round((g.get("l2_bytes") or 0) / 2**20) or None,
-                           "compute_capability": f"{g.get('cc_major')}.{g.get('cc_minor')}",
-                           "max_sm_clock_mhz": g.get("max_sm_clock_mhz"), "mem_clock_mhz": g.get("max_mem_clock_mhz"),
-                           "driver": g.get("driver_version")}
-        return self._facts
-
-    def profile(self, source: str, shape: Shape, *, acc: str, arch: str | None = None) -> dict | None:
-        if not self.profiles:
-            return None
-        from evaluator.compile import compile_kernel
-        from evaluator.profile import profile_candidate
-
-        info = compile_kernel(source, self.arch)  # cached: the loop only profiles variants it evaluated
-        if not info.ok:
-            return None
-        # another lane's evaluation on this GPU would be timed beside ncu's replays: hold the GPU's lane meanwhile
-        with self.pool.holding(self.gpus[0]) as g:
-            return profile_candidate(info.so_path, shape, self.pool.native_so(), acc=acc, gpu=g)
-
-    def close(self) -> None:
-        self.pool.close()
+        try:
+            super().__init__(gpus, ncu)
+        except GPUChoiceError as e:
+            raise CampaignError(f"--gpus {e}") from None
 
 
 # ---------------------------------------------------------------- compile-ahead
@@ -200,56 +145,6 @@ class _AheadProposer:
 
     def prompt_for_log(self, context):
         return self.inner.prompt_for_log(context)
-
-
-# ---------------------------------------------------------------- campaign bookkeeping (finals)
-
-class CampaignDB:
-    """runs/<run>/campaign.sqlite: the final measurements of each shape's best kernel in each mode, `rep` 0, 1, ...
-    Each is its own evaluation (fresh operand buffers): one evaluation's CI covers its rounds only, and a big
-    near-parity shape moved by up to 5% between evaluations (docs/benchmarks/builtin_policy.md, "Run 13")."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        with self._conn() as c:
-            c.execute("PRAGMA journal_mode=WAL")
-            c.execute("CREATE TABLE IF NOT EXISTS final_runs (gpu TEXT, acc TEXT, m INT, n INT, k INT, mode TEXT, "
-                      "rep INT, variant_id INT, source_hash TEXT, result TEXT, created_at REAL, "
-                      "PRIMARY KEY (gpu, acc, m, n, k, mode, source_hash, rep))")
-            # runs made before repeats kept one final per mode in `finals`: it becomes repeat 0
-            if c.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='finals'").fetchone():
-                c.execute("INSERT OR IGNORE INTO final_runs SELECT gpu, acc, m, n, k, mode, 0, variant_id, "
-                          "source_hash, result, created_at FROM finals")
-                c.execute("DROP TABLE finals")
-
-    @contextmanager
-    def _conn(self) -> Iterator[sqlite3.Connection]:
-        c = sqlite3.connect(self.path, timeout=60)
-        try:
-            with c:
-                yield c
-        finally:
-            c.close()
-
-    def get_final(self, gpu, acc, shape, mode, source_hash, rep: int = 0) -> EvalResult | None:
-        with self._conn() as c:
-            r = c.execute("SELECT result FROM final_runs WHERE gpu=? AND acc=? AND m=? AND n=? AND k=? AND mode=? AND "
-                          "source_hash=? AND rep=?", (gpu, acc, *shape, mode, source_hash, rep)).fetchone()
-        return EvalResult.from_json(r[0]) if r else None
-
-    def put_final(self, gpu, acc, shape, mode, variant_id, source_hash, res: EvalResult, rep: int = 0) -> None:
-        from agent.secrets import scrub
-
-        with self._conn() as c:
-            c.execute("INSERT OR REPLACE INTO final_runs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                      (gpu, acc, *shape, mode, rep, variant_id, source_hash, scrub(res.to_json()), time.time()))
-
-    def finals(self) -> list[dict[str, Any]]:
-        with self._conn() as c:
-            rows = c.execute("SELECT gpu, acc, m, n, k, mode, variant_id, source_hash, result, rep FROM final_runs "
-                             "ORDER BY rep").fetchall()
-        return [{"gpu": r[0], "acc": r[1], "shape": (r[2], r[3], r[4]), "mode": r[5], "variant_id": r[6],
-                 "source_hash": r[7], "result": EvalResult.from_json(r[8]), "rep": r[9]} for r in rows]
 
 
 # ---------------------------------------------------------------- the campaign
@@ -331,9 +226,10 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
                  retrieve_fn: Callable | None = None, model_public: dict | None = None, console=None,
                  live: bool | None = None) -> dict[str, Any]:
     """Run or resume the campaign; returns a summary (per-shape outcomes, failures)."""
-    from agent.archive import Archive, source_hash
+    from agent.campaign.archive import Archive, source_hash
     from agent.families import current_source
-    from agent.graph import MAX_FAILED_STEPS, run_shape
+    from agent.loop.budget import MAX_FAILED_STEPS, LoopBudget
+    from agent.loop.shape_loop import ShapeLoop
     from agent.proposers.deadline import EndpointFatal
     from agent.transcript import Transcript
 
@@ -407,8 +303,8 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
 
     def confirm(shape: Shape) -> None:
         """Re-measure the leaders in the search's own mode and profile until the top `confirm_top` by pooled speedup
-        all have a second measurement. The fastest of a dozen noisy measurements is partly luck (run 6, H200, big
-        shapes: 23 of 28 leaders measured lower the second time, by up to 2.7%), so the winner is chosen on two.
+        all have a second measurement. The fastest of a dozen noisy measurements is partly luck (H200, big shapes:
+        23 of 28 leaders measured lower the second time, by up to 2.7%), so the winner is chosen on two.
         For seams that cannot time rivals; the evaluator's own seams play a tournament instead."""
         for _ in range(2 * cfg.confirm_top):
             ranked = archive.ranked(gpu, acc, shape)
@@ -502,12 +398,13 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
         progress.event(shape, "start")
         try:
             seed(shape)
-            outcome = run_shape(shape, acc=acc, gpu_name=gpu, arch=seam.arch, run_dir=run_dir,
+            outcome = ShapeLoop(shape, acc=acc, gpu_name=gpu, arch=seam.arch, run_dir=run_dir,
                                 proposer=_AheadProposer(inner, ahead), evaluate_fn=evaluate_for(shape),
                                 retrieve_fn=retrieve_fn, archive=archive, transcript=transcript,
-                                budget_candidates=budget, budget_minutes=per_shape_minutes,
-                                n_per_step=cfg.n_per_step, eval_kwargs={"mode": cfg.mode, "profile": cfg.profile},
-                                gpu_facts=seam.gpu_facts(), profile_fn=seam.profile if seam.profiles else None)
+                                budget=LoopBudget(candidates=budget, minutes=per_shape_minutes,
+                                                  n_per_step=cfg.n_per_step),
+                                eval_kwargs={"mode": cfg.mode, "profile": cfg.profile},
+                                gpu_facts=seam.gpu_facts(), profile_fn=seam.profile if seam.profiles else None).run()
             finalize(shape)
             outcomes[shape] = outcome
             if outcome.stop_reason == "proposer_failing":

@@ -40,7 +40,7 @@ def _positive_float(text: str) -> float:
 
 
 def add_subcommands(sub: argparse._SubParsersAction) -> None:
-    from agent.config import add_model_args
+    from agent.campaign.config import add_model_args
 
     p = sub.add_parser("campaign", help="search kernels for every shape in a shape file (resumable)",
                        description="Run the per-shape loop over a shape list. Re-running the same command resumes.")
@@ -127,8 +127,8 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------- campaign
 
 def cmd_campaign(args: argparse.Namespace) -> int:
-    from agent.campaign import CampaignConfig, CampaignError, EvaluatorSeam, global_archive_path
-    from agent.config import ConfigError, MissingKeyError, load_model_config
+    from agent.campaign.config import ConfigError, MissingKeyError, load_model_config
+    from agent.campaign.driver import CampaignConfig, CampaignError, EvaluatorSeam, global_archive_path
     from agent.proposers.deadline import EXIT_FATAL
     from agent.shapes import ShapeFileError, load_shapes
 
@@ -151,7 +151,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
                              n_per_step=args.per_step, lanes=args.lanes)
     except (ShapeFileError, ConfigError, CampaignError) as e:
         return _err(str(e))
-    from evaluator.gpu import has_gpu
+    from evaluator.session import has_gpu
 
     if not args.cluster and not has_gpu():
         print("cudal2 campaign needs a CUDA GPU to time kernels, and this machine has none (no usable libcuda or "
@@ -188,8 +188,8 @@ def _retriever():
 
 def finish_campaign(cfg, seam, model, retrieve_fn=None, console=None, live=None) -> int:
     """Run, print the outcome, return the exit code (shared by the CLI and tests that bring their own seam)."""
-    from agent.campaign import CampaignError, run_campaign
-    from agent.proposers.base import make_proposer
+    from agent.campaign.driver import CampaignError, run_campaign
+    from agent.proposers import make_proposer
     from agent.proposers.deadline import EXIT_FATAL, latch_for
 
     try:
@@ -216,8 +216,8 @@ def finish_campaign(cfg, seam, model, retrieve_fn=None, console=None, live=None)
 # ---------------------------------------------------------------- archive
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from agent.archive_io import ArchiveIOError, export_archive
-    from agent.campaign import global_archive_path
+    from agent.campaign.archive_io import ArchiveIOError, export_archive
+    from agent.campaign.driver import global_archive_path
 
     if args.archive:
         db = Path(args.archive)
@@ -238,9 +238,9 @@ def _run_dir_of(db: Path) -> Path | None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from agent.archive_io import ArchiveIOError, import_archive, plan_import
-    from agent.campaign import CampaignError, EvaluatorSeam, check_run_place, global_archive_path
-    from evaluator.gpu import has_gpu
+    from agent.campaign.archive_io import ArchiveIOError, import_archive, plan_import
+    from agent.campaign.driver import CampaignError, EvaluatorSeam, check_run_place, global_archive_path
+    from evaluator.session import has_gpu
 
     try:
         check_run_place(args.run, args.runs_dir)

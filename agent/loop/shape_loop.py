@@ -8,6 +8,7 @@ Finished evaluations are never repeated: the evaluate node archives each result 
 every source up in the archive (by hash, per gpu/acc/shape) before evaluating it — so a kill in the middle of a
 step loses only the evaluation that was in flight.
 
+`ShapeLoop` holds what one shape's loop works with; its nodes are its methods, and `LoopBudget` says when it stops.
 The GPU is reached only through the injected `evaluate_fn` (signature of evaluator.api.evaluate) and the optional
 `profile_fn(source, shape, *, acc, arch) -> dict | None` (NCU metrics); retrieval through `retrieve_fn(query) ->
 list of passages` (dicts or objects with text/source/symbol/line/score). Nothing here imports the evaluator's GPU
@@ -16,7 +17,6 @@ code.
 from __future__ import annotations
 
 import dataclasses
-import math
 import sqlite3
 import time
 from pathlib import Path
@@ -25,12 +25,13 @@ from typing import Any, Callable
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
-from agent.archive import Archive
+from agent.campaign.archive import Archive
+from agent.loop.budget import LoopBudget
+from agent.loop.state import ShapeOutcome, ShapeState, thread_id
 from agent.proposers.base import Proposal, ProposalContext, Proposer
 from agent.proposers.deadline import EndpointFatal
 from agent.proposers.feedback import carry, note_for
 from agent.reply_store import ReplyStore
-from agent.state import ShapeOutcome, ShapeState, thread_id
 from agent.transcript import Transcript
 from evaluator.record import EvalResult
 
@@ -43,7 +44,6 @@ RetrieveFn = Callable[[str], list]
 ProfileFn = Callable[..., "dict[str, Any] | None"]
 
 CHECKPOINT_FILE = "checkpoints.sqlite"
-MAX_FAILED_STEPS = 3  # steps in a row without a single kernel from the model stop the shape
 
 
 def _passage_dict(p: Any) -> dict[str, Any]:
@@ -108,53 +108,55 @@ def build_context(archive: Archive, *, gpu_name: str, acc: str, shape, arch: str
         feedback=list(feedback or []))
 
 
-def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, proposer: Proposer,
-              evaluate_fn: EvaluateFn, retrieve_fn: RetrieveFn | None = None, archive: Archive,
-              transcript: Transcript, budget_candidates: int = 16, budget_minutes: float | None = None,
-              plateau: int | None = 4, plateau_min_gain: float = 0.005, target_speedup: float | None = None,
-              n_per_step: int = 4, profile_fn: ProfileFn | None = None, gpu_facts: dict[str, Any] | None = None,
-              max_failed_steps: int = MAX_FAILED_STEPS, max_steps: int | None = None, neighbours_k: int = 4,
-              eval_kwargs: dict[str, Any] | None = None) -> ShapeOutcome:
-    """Run (or resume, or report the finished) loop for one shape. See the module docstring and docs/loop.md."""
-    m, n, k = (int(x) for x in shape)
-    shape_l = [m, n, k]
-    if budget_candidates < 1 or n_per_step < 1:
-        raise ValueError("budget_candidates and n_per_step must be at least 1")
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    run = run_dir.name
-    tid = thread_id(gpu_name, acc, shape_l)
-    facts = dict(gpu_facts or {})
-    eval_kwargs = dict(eval_kwargs or {})
-    proposer_name = getattr(proposer, "name", type(proposer).__name__)
-    if max_steps is None:
-        max_steps = 4 * math.ceil(budget_candidates / n_per_step) + 4
+class ShapeLoop:
+    """Run (or resume, or report the finished) loop for one shape: `ShapeLoop(...).run()`. See docs/loop.md."""
 
-    replies = ReplyStore(run_dir)
+    def __init__(self, shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, proposer: Proposer,
+                 evaluate_fn: EvaluateFn, archive: Archive, transcript: Transcript,
+                 budget: LoopBudget | None = None, retrieve_fn: RetrieveFn | None = None,
+                 profile_fn: ProfileFn | None = None, gpu_facts: dict[str, Any] | None = None,
+                 neighbours_k: int = 4, eval_kwargs: dict[str, Any] | None = None):
+        self.m, self.n, self.k = (int(x) for x in shape)
+        self.shape_l = [self.m, self.n, self.k]
+        self.acc, self.gpu_name, self.arch = acc, gpu_name, arch
+        self.budget = budget or LoopBudget()
+        self.run_dir = Path(run_dir)
+        self.proposer, self.evaluate_fn = proposer, evaluate_fn
+        self.retrieve_fn, self.profile_fn = retrieve_fn, profile_fn
+        self.archive, self.transcript = archive, transcript
+        self.facts = dict(gpu_facts or {})
+        self.neighbours_k = neighbours_k
+        self.eval_kwargs = dict(eval_kwargs or {})
+        self.run_name = self.run_dir.name
+        self.tid = thread_id(gpu_name, acc, self.shape_l)
+        self.proposer_name = getattr(proposer, "name", type(proposer).__name__)
+        self.replies = ReplyStore(self.run_dir)
 
-    def log(state: ShapeState, node: str, input: Any = None, output: Any = None) -> None:
-        transcript.append(thread=tid, shape=shape_l, step=state.get("step", 0), node=node, input=input,
-                          output=output, run=run)
+    # ---- helpers ----
+    def _log(self, state: ShapeState, node: str, input: Any = None, output: Any = None) -> None:
+        self.transcript.append(thread=self.tid, shape=self.shape_l, step=state.get("step", 0), node=node, input=input,
+                               output=output, run=self.run_name)
 
-    def timed(fn: Callable[[ShapeState], dict[str, Any]]) -> Callable[[ShapeState], dict[str, Any]]:
+    @staticmethod
+    def _timed(fn: Callable[[ShapeState], dict[str, Any]]) -> Callable[[ShapeState], dict[str, Any]]:
         def node(state: ShapeState) -> dict[str, Any]:
             t0 = time.monotonic()
             upd = fn(state)
             upd["elapsed_s"] = upd.get("elapsed_s", state.get("elapsed_s", 0.0)) + (time.monotonic() - t0)
             return upd
 
-        node.__name__ = fn.__name__
         return node
 
-    def best_item(state: ShapeState) -> dict[str, Any] | None:
-        b = archive.best(gpu_name, acc, shape_l)
+    def _best_item(self) -> dict[str, Any] | None:
+        b = self.archive.best(self.gpu_name, self.acc, self.shape_l)
         return b.as_history(with_source=True) if b else None
 
     # ---- nodes ----
-    def retrieve(state: ShapeState) -> dict[str, Any]:
+    def retrieve(self, state: ShapeState) -> dict[str, Any]:
+        log, retrieve_fn, shape_l = self._log, self.retrieve_fn, self.shape_l
         if retrieve_fn is None:
             return {"passages": [], "retrieval_note": "no retriever configured"}
-        q = _query(shape_l, best_item(state))
+        q = _query(shape_l, self._best_item())
         try:
             passages = [_passage_dict(p) for p in (retrieve_fn(q) or [])]
             note = "" if passages else "the retriever found nothing relevant"
@@ -164,7 +166,11 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
                                                           for p in passages], "note": note})
         return {"passages": passages, "retrieval_note": note}
 
-    def propose(state: ShapeState) -> dict[str, Any]:
+    def propose(self, state: ShapeState) -> dict[str, Any]:
+        archive, log, proposer, proposer_name = self.archive, self._log, self.proposer, self.proposer_name
+        gpu_name, acc, shape_l, arch, facts = self.gpu_name, self.acc, self.shape_l, self.arch, self.facts
+        n_per_step, budget_candidates = self.budget.n_per_step, self.budget.candidates
+        neighbours_k, eval_kwargs = self.neighbours_k, self.eval_kwargs
         want = min(n_per_step, budget_candidates - state.get("candidates", 0))
         step = state.get("step", 0)
         ctx = build_context(archive, gpu_name=gpu_name, acc=acc, shape=shape_l, arch=arch, gpu_facts=facts,
@@ -184,7 +190,7 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
             d = p.to_dict()
             src = d.pop("source")
             d["source_hash"] = archive.store_source(src) if src else None
-            d["reply"] = replies.put(d.pop("raw"))
+            d["reply"] = self.replies.put(d.pop("raw"))
             d["raw"] = d["reply"].pop("head")
             out.append(d)
         prompt = None
@@ -200,7 +206,11 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
                 tokens[key] = tokens.get(key, 0) + int(v or 0)
         return {"proposals": out, "tokens": tokens}
 
-    def evaluate(state: ShapeState) -> dict[str, Any]:
+    def evaluate(self, state: ShapeState) -> dict[str, Any]:
+        archive, log, evaluate_fn, proposer_name = self.archive, self._log, self.evaluate_fn, self.proposer_name
+        gpu_name, acc, shape_l, arch, run = self.gpu_name, self.acc, self.shape_l, self.arch, self.run_name
+        m, n, k = shape_l
+        eval_kwargs = self.eval_kwargs
         results = []
         step = state.get("step", 0)
         evaluations = state.get("evaluations", 0)
@@ -257,7 +267,9 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
                  "seconds": round(time.monotonic() - t0, 3)})
         return {"step_results": results, "evaluations": evaluations, "memo_hits": memo}
 
-    def profile(state: ShapeState) -> dict[str, Any]:
+    def profile(self, state: ShapeState) -> dict[str, Any]:
+        archive, log, profile_fn = self.archive, self._log, self.profile_fn
+        acc, arch, (m, n, k) = self.acc, self.arch, self.shape_l
         done = list(state.get("profiled", []))
         ok = [r for r in state.get("step_results", []) if r["status"] == "ok" and r["variant_id"] is not None]
         if not ok or profile_fn is None:
@@ -277,7 +289,9 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
         log(state, "profile", {"variant_id": v.id}, {"ncu": ncu, "note": note})
         return {"profiled": done}
 
-    def record(state: ShapeState) -> dict[str, Any]:
+    def record(self, state: ShapeState) -> dict[str, Any]:
+        archive, log, plateau_min_gain = self.archive, self._log, self.budget.plateau_min_gain
+        gpu_name, acc, shape_l = self.gpu_name, self.acc, self.shape_l
         results = state.get("step_results", [])
         with_src = sum(1 for p in state.get("proposals", []) if p.get("source_hash"))
         no_kernel = sum(1 for r in results if r["status"] == "no_kernel")
@@ -304,97 +318,90 @@ def run_shape(shape, *, acc: str, gpu_name: str, arch: str | None, run_dir, prop
              "candidates": upd["candidates"]})
         return upd
 
-    def decide(state: ShapeState) -> dict[str, Any]:
-        reason = None
-        best = state.get("best_speedup")
-        if target_speedup is not None and best is not None and best >= target_speedup:
-            reason = "target_reached"
-        elif state.get("candidates", 0) >= budget_candidates:
-            reason = "budget_candidates"
-        elif budget_minutes is not None and state.get("elapsed_s", 0.0) >= budget_minutes * 60:
-            reason = "budget_minutes"
-        elif plateau is not None and state.get("no_improve_steps", 0) >= plateau and best is not None:
-            reason = "plateau"
-        elif state.get("failed_steps_in_row", 0) >= max_failed_steps:
-            reason = "proposer_failing"
-        elif state.get("step", 0) >= max_steps:
-            reason = "max_steps"
-        log(state, "decide", None, {"stop_reason": reason, "candidates": state.get("candidates", 0),
-                                    "elapsed_s": round(state.get("elapsed_s", 0.0), 3), "best_speedup": best})
+    def decide(self, state: ShapeState) -> dict[str, Any]:
+        reason = self.budget.stop_reason(state)
+        self._log(state, "decide", None, {"stop_reason": reason, "candidates": state.get("candidates", 0),
+                                          "elapsed_s": round(state.get("elapsed_s", 0.0), 3),
+                                          "best_speedup": state.get("best_speedup")})
         return {"stop_reason": reason}
 
-    g = StateGraph(ShapeState)
-    for fn in (retrieve, propose, evaluate, profile, record, decide):
-        g.add_node(fn.__name__, timed(fn))
-    g.add_edge(START, "retrieve")
-    g.add_edge("retrieve", "propose")
-    g.add_edge("propose", "evaluate")
-    g.add_conditional_edges("evaluate", lambda s: "profile" if profile_fn is not None else "record",
-                            ["profile", "record"])
-    g.add_edge("profile", "record")
-    g.add_edge("record", "decide")
-    g.add_conditional_edges("decide", lambda s: END if s.get("stop_reason") else "retrieve", ["retrieve", END])
+    # ---- the graph ----
+    def _graph(self) -> StateGraph:
+        g = StateGraph(ShapeState)
+        for fn in (self.retrieve, self.propose, self.evaluate, self.profile, self.record, self.decide):
+            g.add_node(fn.__name__, self._timed(fn))
+        g.add_edge(START, "retrieve")
+        g.add_edge("retrieve", "propose")
+        g.add_edge("propose", "evaluate")
+        g.add_conditional_edges("evaluate", lambda s: "profile" if self.profile_fn is not None else "record",
+                                ["profile", "record"])
+        g.add_edge("profile", "record")
+        g.add_edge("record", "decide")
+        g.add_conditional_edges("decide", lambda s: END if s.get("stop_reason") else "retrieve", ["retrieve", END])
+        return g
 
-    # Campaign lanes run several shapes of one run at once: one file, one connection each, waiting on locks.
-    conn = sqlite3.connect(run_dir / CHECKPOINT_FILE, check_same_thread=False, timeout=120)
-    try:
-        app = g.compile(checkpointer=SqliteSaver(conn))
-        config = {"configurable": {"thread_id": tid}, "recursion_limit": 10_000}
-        snap = app.get_state(config)
-        resumed = already_done = False
-        # A kill between a node's end and the next checkpoint leaves that node's writes pending and `next` empty:
-        # without a stop_reason the thread is unfinished all the same, and invoking resumes from those writes.
-        if snap.values and (snap.next or not snap.values.get("stop_reason")):
-            resumed = True
-            transcript.append(thread=tid, shape=shape_l, step=snap.values.get("step", 0), node="resume", run=run,
-                              input={"next": list(snap.next)})
-            final = app.invoke(None, config, durability="sync")
-        elif snap.values and not _would_continue(snap.values, budget_candidates, budget_minutes, target_speedup):
-            already_done = True
-            final = snap.values
-        elif snap.values:  # finished earlier, but the budget has grown: go on in the same thread
-            transcript.append(thread=tid, shape=shape_l, step=snap.values.get("step", 0), node="extend", run=run,
-                              input={"budget_candidates": budget_candidates, "budget_minutes": budget_minutes})
-            final = app.invoke({"stop_reason": None, "no_improve_steps": 0, "failed_steps_in_row": 0}, config,
-                               durability="sync")
-        else:
-            init: ShapeState = {
-                "run": run, "thread_id": tid, "gpu_name": gpu_name, "acc": acc, "arch": arch, "shape": shape_l,
-                "step": 0, "candidates": 0, "evaluations": 0, "memo_hits": 0, "no_kernel": 0,
-                "failed_steps_in_row": 0, "no_improve_steps": 0, "elapsed_s": 0.0, "tokens": {}, "passages": [],
-                "retrieval_note": "", "proposals": [], "step_results": [], "profiled": [], "best_id": None,
-                "best_speedup": None, "stop_reason": None, "feedback": [],
-            }
-            transcript.append(thread=tid, shape=shape_l, step=0, node="start", run=run,
-                              input={"proposer": proposer_name, "budget_candidates": budget_candidates,
-                                     "budget_minutes": budget_minutes, "n_per_step": n_per_step,
-                                     "target_speedup": target_speedup, "plateau": plateau, "arch": arch})
-            final = app.invoke(init, config, durability="sync")
-    finally:
-        conn.close()
-    return ShapeOutcome(
-        thread_id=tid, shape=(m, n, k), acc=acc, gpu_name=gpu_name, stop_reason=final.get("stop_reason"),
-        steps=final.get("step", 0), candidates=final.get("candidates", 0), evaluations=final.get("evaluations", 0),
-        memo_hits=final.get("memo_hits", 0), no_kernel=final.get("no_kernel", 0), best_variant_id=final.get("best_id"),
-        best_speedup=final.get("best_speedup"), elapsed_s=final.get("elapsed_s", 0.0),
-        tokens=dict(final.get("tokens") or {}), resumed=resumed, already_done=already_done,
-        last_error=final.get("last_error", "") if final.get("stop_reason") == "proposer_failing" else "")
+    def _initial_state(self) -> ShapeState:
+        return {
+            "run": self.run_name, "thread_id": self.tid, "gpu_name": self.gpu_name, "acc": self.acc,
+            "arch": self.arch, "shape": self.shape_l,
+            "step": 0, "candidates": 0, "evaluations": 0, "memo_hits": 0, "no_kernel": 0,
+            "failed_steps_in_row": 0, "no_improve_steps": 0, "elapsed_s": 0.0, "tokens": {}, "passages": [],
+            "retrieval_note": "", "proposals": [], "step_results": [], "profiled": [], "best_id": None,
+            "best_speedup": None, "stop_reason": None, "feedback": [],
+        }
+
+    def run(self) -> ShapeOutcome:
+        budget, tid, shape_l, run = self.budget, self.tid, self.shape_l, self.run_name
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        # Campaign lanes run several shapes of one run at once: one file, one connection each, waiting on locks.
+        conn = sqlite3.connect(self.run_dir / CHECKPOINT_FILE, check_same_thread=False, timeout=120)
+        try:
+            app = self._graph().compile(checkpointer=SqliteSaver(conn))
+            config = {"configurable": {"thread_id": tid}, "recursion_limit": 10_000}
+            snap = app.get_state(config)
+            resumed = already_done = False
+            # A kill between a node's end and the next checkpoint leaves that node's writes pending and `next`
+            # empty: without a stop_reason the thread is unfinished all the same, and invoking resumes from them.
+            if snap.values and (snap.next or not snap.values.get("stop_reason")):
+                resumed = True
+                self.transcript.append(thread=tid, shape=shape_l, step=snap.values.get("step", 0), node="resume",
+                                       run=run, input={"next": list(snap.next)})
+                final = app.invoke(None, config, durability="sync")
+            elif snap.values and not budget.would_continue(snap.values):
+                already_done = True
+                final = snap.values
+            elif snap.values:  # finished earlier, but the budget has grown: go on in the same thread
+                self.transcript.append(thread=tid, shape=shape_l, step=snap.values.get("step", 0), node="extend",
+                                       run=run, input={"budget_candidates": budget.candidates,
+                                                       "budget_minutes": budget.minutes})
+                final = app.invoke({"stop_reason": None, "no_improve_steps": 0, "failed_steps_in_row": 0}, config,
+                                   durability="sync")
+            else:
+                self.transcript.append(thread=tid, shape=shape_l, step=0, node="start", run=run,
+                                       input={"proposer": self.proposer_name, "budget_candidates": budget.candidates,
+                                              "budget_minutes": budget.minutes, "n_per_step": budget.n_per_step,
+                                              "target_speedup": budget.target_speedup, "plateau": budget.plateau,
+                                              "arch": self.arch})
+                final = app.invoke(self._initial_state(), config, durability="sync")
+        finally:
+            conn.close()
+        return ShapeOutcome(
+            thread_id=tid, shape=(self.m, self.n, self.k), acc=self.acc, gpu_name=self.gpu_name,
+            stop_reason=final.get("stop_reason"), steps=final.get("step", 0), candidates=final.get("candidates", 0),
+            evaluations=final.get("evaluations", 0), memo_hits=final.get("memo_hits", 0),
+            no_kernel=final.get("no_kernel", 0), best_variant_id=final.get("best_id"),
+            best_speedup=final.get("best_speedup"), elapsed_s=final.get("elapsed_s", 0.0),
+            tokens=dict(final.get("tokens") or {}), resumed=resumed, already_done=already_done,
+            last_error=final.get("last_error", "") if final.get("stop_reason") == "proposer_failing" else "")
 
 
-def _would_continue(values: dict[str, Any], budget_candidates: int, budget_minutes: float | None,
-                    target_speedup: float | None) -> bool:
-    """Whether a finished thread would run further under the budgets given now (a campaign re-run with more)."""
-    reason = values.get("stop_reason")
-    best = values.get("best_speedup")
-    if target_speedup is not None and best is not None and best >= target_speedup:
-        return False
-    if reason == "budget_candidates":
-        return values.get("candidates", 0) < budget_candidates
-    if reason == "budget_minutes":
-        return budget_minutes is None or values.get("elapsed_s", 0.0) < budget_minutes * 60
-    if reason == "target_reached":
-        return target_speedup is None or best is None or best < target_speedup
-    if reason == "proposer_failing":  # the endpoint may be back (or the key set): spend what the budget has left
-        return values.get("candidates", 0) < budget_candidates and (
-            budget_minutes is None or values.get("elapsed_s", 0.0) < budget_minutes * 60)
-    return False
+_BUDGET_FIELDS = {f.name for f in dataclasses.fields(LoopBudget)}
+
+
+def run_shape(shape, *, budget: LoopBudget | None = None, **kw: Any) -> ShapeOutcome:
+    """`ShapeLoop(shape, ...).run()`, the budget's fields also taken as keywords (budget_candidates=, plateau=, ...)."""
+    given = {name.removeprefix("budget_"): kw.pop(name) for name in list(kw)
+             if name.removeprefix("budget_") in _BUDGET_FIELDS}
+    if given:
+        budget = dataclasses.replace(budget, **given) if budget else LoopBudget(**given)
+    return ShapeLoop(shape, budget=budget, **kw).run()

@@ -71,7 +71,7 @@ def _entry(v, res_by_mode: dict[str, Any], file: str) -> dict[str, Any]:
 def export_archive(db: Path, out_dir: Path, *, best_only: bool = True, run_dir: Path | None = None,
                    baseline: str = "cublaslt-autotune-max") -> dict[str, Any]:
     """Write the best correct kernel per (gpu, acc, shape) (or every correct one) and manifest.json."""
-    from agent.archive import Archive
+    from agent.campaign.archive import Archive
     from agent.secrets import scrub
 
     if not Path(db).is_file():
@@ -79,7 +79,7 @@ def export_archive(db: Path, out_dir: Path, *, best_only: bool = True, run_dir: 
     archive = Archive(db)
     finals: dict[tuple, dict[str, Any]] = {}
     if run_dir is not None and (run_dir / "campaign.sqlite").is_file():
-        from agent.campaign import CampaignDB
+        from agent.campaign.db import CampaignDB
         from agent.report import median_measurement
 
         repeats: dict[tuple, list] = {}
@@ -208,7 +208,7 @@ def plan_import(src_dir: Path, *, shape: tuple[int, int, int] | None = None,
 def import_archive(items: list[ImportItem], seam, db: Path, *, run: str, mode: str = "offline",
                    profile: str = "quick", global_db: Path | None = None) -> list[str]:
     """Evaluate each kernel here and archive the result measured here; returns one line per kernel."""
-    from agent.archive import Archive, source_hash
+    from agent.campaign.archive import Archive, source_hash
 
     archive = Archive(db)
     gdb = Archive(global_db) if global_db else None

@@ -1,0 +1,57 @@
+"""A campaign run's own bookkeeping beside its archive: the final measurements of each shape's best kernel."""
+from __future__ import annotations
+
+import sqlite3
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from agent.secrets import scrub
+from evaluator.record import EvalResult
+
+
+class CampaignDB:
+    """runs/<run>/campaign.sqlite: the final measurements of each shape's best kernel in each mode, `rep` 0, 1, ...
+    Each is its own evaluation (fresh operand buffers): one evaluation's CI covers its rounds only, and a big
+    near-parity shape moved by up to 5% between evaluations (docs/benchmarks/data/sweeps/recheck_*)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        with self._conn() as c:
+            c.execute("PRAGMA journal_mode=WAL")
+            c.execute("CREATE TABLE IF NOT EXISTS final_runs (gpu TEXT, acc TEXT, m INT, n INT, k INT, mode TEXT, "
+                      "rep INT, variant_id INT, source_hash TEXT, result TEXT, created_at REAL, "
+                      "PRIMARY KEY (gpu, acc, m, n, k, mode, source_hash, rep))")
+            # runs made before repeats kept one final per mode in `finals`: it becomes repeat 0
+            if c.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='finals'").fetchone():
+                c.execute("INSERT OR IGNORE INTO final_runs SELECT gpu, acc, m, n, k, mode, 0, variant_id, "
+                          "source_hash, result, created_at FROM finals")
+                c.execute("DROP TABLE finals")
+
+    @contextmanager
+    def _conn(self) -> Iterator[sqlite3.Connection]:
+        c = sqlite3.connect(self.path, timeout=60)
+        try:
+            with c:
+                yield c
+        finally:
+            c.close()
+
+    def get_final(self, gpu, acc, shape, mode, source_hash, rep: int = 0) -> EvalResult | None:
+        with self._conn() as c:
+            r = c.execute("SELECT result FROM final_runs WHERE gpu=? AND acc=? AND m=? AND n=? AND k=? AND mode=? AND "
+                          "source_hash=? AND rep=?", (gpu, acc, *shape, mode, source_hash, rep)).fetchone()
+        return EvalResult.from_json(r[0]) if r else None
+
+    def put_final(self, gpu, acc, shape, mode, variant_id, source_hash, res: EvalResult, rep: int = 0) -> None:
+        with self._conn() as c:
+            c.execute("INSERT OR REPLACE INTO final_runs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                      (gpu, acc, *shape, mode, rep, variant_id, source_hash, scrub(res.to_json()), time.time()))
+
+    def finals(self) -> list[dict[str, Any]]:
+        with self._conn() as c:
+            rows = c.execute("SELECT gpu, acc, m, n, k, mode, variant_id, source_hash, result, rep FROM final_runs "
+                             "ORDER BY rep").fetchall()
+        return [{"gpu": r[0], "acc": r[1], "shape": (r[2], r[3], r[4]), "mode": r[5], "variant_id": r[6],
+                 "source_hash": r[7], "result": EvalResult.from_json(r[8]), "rep": r[9]} for r in rows]

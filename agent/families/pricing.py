@@ -1,0 +1,158 @@
+"""What the families' cost models and priors share: an H100/H200-class part's rates, the mma.sync time model, the
+problem sizes where launches, wgmma throughput and the power limit take over, and the even persistent grid.
+
+A family's `estimate_us` only has to rank its configurations sensibly before any measurement (tiles that fill the
+machine, waves, split-K reduction, memory traffic, launch cost); the policy's surrogate corrects it with measured
+speedups. Numbers are for a 132-SM part; other archs scale by their SM count.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .common import arch_limits, ceil_div
+
+SMALL_FLOP = 2 ** 33  # below: the launch and the k-loop latency dominate
+LARGE_FLOP = 2 ** 35  # above: wgmma tensor-core throughput dominates
+MMA_SYNC_PEAK = 600e12  # dense fp16 mma.sync, whole chip, flop/s (measured kernels reach ~60-65% of wgmma peak)
+WGMMA_PEAK = 800e12
+DRAM_BW = 3.3e12
+L2_BW = 9e12
+LAUNCH_US = 2.5  # back-to-back GPU time of an almost empty launch (the evaluator's offline floor is ~2.9 us)
+CUTLASS_HOST_US = 2.0  # argument building + initialize() on the host, per call
+SPLITK_PASS_US = 1.5  # measured: split-K's partial write + last-CTA reduction on launch-bound shapes (H200)
+CLUSTER_REDUCE_US = 0.4  # the cluster split's reduction stays in distributed shared memory: no second pass
+STREAMK_SPLIT_US = 1.2  # CUTLASS stream-K split-K fixup, per split (H200: 2 splits +4.6 us, 4 splits +6.7 us)
+SLICE_SUM_US = 0.8  # batched split-K: the summing kernel, launched early (PDL), beyond its own memory traffic
+KTILE_LATENCY_US = 0.12  # serial cost of one main-loop iteration that the pipeline cannot hide
+# Stream-K without a split on a grid at the power limit (>= 2^36 FLOP), against the best persistent CUTLASS config of
+# the same shape (two campaigns, H200): 0.89-0.92 on one wave, 0.95-0.98 at 2.9 waves, 0.98 at 3.9, 0.99-1.00 at
+# 7.8, 0.98-1.02 at 11.6, 1.01-1.02 at 46.5. A tail wave costs clock, not time, at the power limit, so stream-K's
+# even split recovers only part of it, and its fix-up of the tiles cut between SMs costs about a tenth of a wave.
+STREAMK_POWER_CREDIT = 0.3  # the share of the persistent grid's tail that stream-K's even split wins back
+STREAMK_FIXUP_WAVES = 0.09  # the fix-up, in waves of the persistent grid
+# each further split of every tile, there: 2 splits measured 0.942 against 0.984 without (8192x4096x16384) and
+# 0.89 against 0.93-0.97 (8192x2048x8192) in a campaign where the model had ranked them first
+STREAMK_SPLIT_POWER = 0.05
+# grid=even (the fewest persistent CTAs that take the same waves) beside one CTA per SM, power-steady on three H200s
+# (three sweeps): hopper_raw +1.0/+1.4/+1.6% on 8192x2048x8192, +1.3/+1.4/+1.4% on 8192x4096x16384, +0.8% on
+# 4096x12288x16384 and 16384x12288x8192, 0.0% on 1024x12288x8192; CUTLASS persistent +0.8% and 0.0% there
+EVEN_GRID_GAIN = 0.99
+# the problem size from which a big GEMM runs at the H200's power limit. Stream-K and even grids are priced (and even
+# grids proposed, even_grid) from it on (>=); the raster and band credits only above it (>), as they were
+# fitted: 1024x4096x8192 is exactly 2^36 FLOP
+POWER_LIMIT_FLOP = 2 ** 36
+PDL_US = 0.9  # programmatic dependent launch: launch latency hidden behind the previous kernel (H200, measured)
+# wgmma tiles (tile_m, tile_n) relative to 128x256: operand bytes per MMA, accumulator fit, wave fill
+WGMMA_TILE_EFF = {(128, 256): 1.0, (256, 128): 1.0, (128, 192): 0.95, (128, 128): 0.88, (64, 256): 0.85,
+                  (64, 128): 0.75, (64, 192): 0.8, (256, 64): 0.8, (128, 64): 0.7, (64, 64): 0.6, (256, 192): 1.02,
+                  (256, 256): 0.9, (256, 176): 1.0, (256, 160): 1.0, (256, 144): 1.0, (128, 176): 0.94,
+                  (128, 160): 0.92, (128, 144): 0.9, (256, 96): 0.85, (128, 96): 0.8}
+
+
+
+def flop(shape: tuple[int, int, int]) -> float:
+    m, n, k = shape
+    return 2.0 * m * n * k
+
+
+def occupancy(threads: int, smem: int, regs: int, arch: str) -> int:
+    lim = arch_limits(arch)
+    by_smem = max(1, (228 * 1024 if lim.sm >= 90 else 164 * 1024) // max(smem, 1))
+    by_regs = max(1, lim.regs_per_sm // max(regs * threads, 1))
+    by_threads = max(1, 2048 // threads)
+    return max(1, min(by_smem, by_regs, by_threads, 32))
+
+
+def mma_sync_time(shape, bm, bn, bk, threads, smem, split, stages, arch, warp_tile, cluster=False) -> float:
+    m, n, k = shape
+    sms = arch_limits(arch).num_sms
+    tiles = ceil_div(m, bm) * ceil_div(n, bn)
+    ctas = tiles * split
+    acc_regs = bm * bn // threads
+    occ = occupancy(threads, smem, acc_regs + 48, arch)
+    slots = sms * occ
+    waves = ceil_div(ctas, slots)
+    wtm, wtn = warp_tile
+    eff = min(1.0, math.sqrt(wtm * wtn / (64.0 * 64.0)))  # small warp tiles spend more on ldmatrix than mma
+    eff *= min(1.0, (threads // 32) * min(occ, ceil_div(ctas, sms)) / 8.0) ** 0.5  # too few warps per SM
+    padded = 2.0 * ceil_div(m, bm) * bm * ceil_div(n, bn) * bn * k
+    busy = min(1.0, ctas / sms)
+    t_compute = padded / (MMA_SYNC_PEAK * max(eff, 0.05) * busy) * (waves * slots / ctas if ctas > slots else 1.0)
+    reads = 2.0 * (m * k * ceil_div(n, bn) + n * k * ceil_div(m, bm))
+    uniq = 2.0 * (m * k + n * k)
+    t_mem = uniq / DRAM_BW + max(0.0, reads - uniq) / L2_BW + 2.0 * m * n / DRAM_BW
+    ksplit_tiles = ceil_div(ceil_div(k, bk), split)
+    t_chain = waves * ksplit_tiles * KTILE_LATENCY_US * 1e-6 * (2.0 / min(stages, 4))
+    if split > 1 and cluster:
+        t_red = CLUSTER_REDUCE_US * 1e-6
+    else:
+        t_red = (split * m * n * 8.0 / L2_BW + SPLITK_PASS_US * 1e-6) if split > 1 else 0.0
+    return max(t_compute, t_mem) + t_chain + t_red + LAUNCH_US * 1e-6
+
+
+L2_BYTES = 50 * 2 ** 20  # the H100's L2 (the H200 has 60 MiB): an operand this large mostly streams from DRAM
+
+
+def b_streams(shape: tuple[int, int, int]) -> bool:
+    """B (K x N halves) does not fit in the L2, so whoever reads it reads DRAM."""
+    _, n, k = shape
+    return 2 * n * k >= L2_BYTES
+
+
+# up to this many waves a 1x1 cluster leads its 2x1 twin (single_cta_price); the priors list it first there
+SINGLE_CTA_MAX_WAVES = 4.0
+
+
+def single_cta_price(waves: float) -> float:
+    """A 1x1 cluster's efficiency beside a 2x1 of the same CUTLASS tile on a multi-wave grid.
+
+    128x256 cooperative persistent, swizzle 8, power-steady on H100s, 1x1 / 2x1: one sweep on two machines +0.6-0.7%
+    at 3.9 waves (8192x2048x8192), +0.8-0.9% at 2.9, -0.9-1.2% at 7.8, -0.8-0.9% at 11.6, -1.9% at 46.5; another
+    (shapes no prior was set on) +0.4% at 1.9, -0.1% at 3.9 (4096x4096x8192), -0.25% at 5.8, -0.8% at 7.8.
+    Multicast halves a pair's L2 reads, which pays once enough waves contend for L2; below that the pair's coupling
+    costs more than it saves.
+    """
+    if waves <= SINGLE_CTA_MAX_WAVES:
+        return 1.004
+    return 0.997 if waves <= 6.0 else (0.99 if waves <= 16.0 else 0.98)
+
+
+def even_grid_gain(p: dict[str, Any], shape: tuple[int, int, int]) -> float:
+    """Both persistent families, where the grid runs at the power limit (EVEN_GRID_GAIN says what was measured)."""
+    m, n, k = shape
+    return EVEN_GRID_GAIN if p.get("grid") == "even" and 2.0 * m * n * k >= POWER_LIMIT_FLOP else 1.0
+
+
+def block_swizzle_stride(shape: tuple[int, int, int]) -> int:
+    f = flop(shape)
+    if f < 2 ** 27:
+        return 1
+    if f < 2 ** 33:
+        return 4
+    if f < 2 ** 37:
+        return 8
+    return 16
+
+
+def pick(options: tuple[int, ...], target: float) -> int:
+    return min(options, key=lambda o: (abs(math.log(o / target)), o))
+
+
+def even_grid(family: Any, p: dict[str, Any], shape: tuple[int, int, int], sms: int = 132) -> dict[str, Any]:
+    """`p` with the fewest persistent CTAs that take the same waves, on a power-limited grid of four waves or more where
+    that launches fewer (`family.feasible` says): every CTA then runs as many tiles, and a wave in bands starts on a
+    band. Power-steady on three H200s (three sweeps) it measured +0.8% to +1.6% at 3.9 to 31 waves (nine (shape,
+    kernel, GPU) triples) and 0.0% at 2.9 waves (1024x12288x8192, two kernels); below that it was not measured."""
+    if flop(shape) < POWER_LIMIT_FLOP or p.get("scheduler", "persistent") != "persistent":
+        return p
+    m, n, _ = shape
+    if hasattr(family, "cta_grid"):  # a grid padded to the cluster
+        gm, gn, _ = family.cta_grid(p, shape)
+        tiles = gm * gn
+    else:
+        tiles = ceil_div(m, p["tile_m"]) * ceil_div(n, p["tile_n"])
+    if tiles <= 3 * sms:
+        return p
+    q = dict(p, grid="even")
+    return q if family.feasible(q, shape, "sm_90a")[0] else p
