@@ -57,6 +57,7 @@ def cmd_propose(args: argparse.Namespace) -> int:
     from agent.campaign.config import ConfigError, MissingKeyError, load_model_config
     from agent.loop.shape_loop import build_context
     from agent.proposers import ProposalContext, make_proposer
+    from agent.proposers.budget import check_budget
     from agent.proposers.deadline import EXIT_FATAL, EndpointFatal
     from agent.secrets import register_env, scrub, scrub_obj
     from evaluator.contract import check_shape
@@ -69,6 +70,7 @@ def cmd_propose(args: argparse.Namespace) -> int:
         return _err("-n must be at least 1")
     try:
         cfg = load_model_config(args)
+        check_budget(cfg)
         cfg.api_key()  # an unset key stops here, before any request (exit code 3, as a rejected key)
     except MissingKeyError as e:
         return _err(str(e), EXIT_FATAL)

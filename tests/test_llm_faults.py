@@ -187,8 +187,13 @@ def test_garbage_is_reported_per_reply_and_does_not_stop_the_run():
 
 
 def test_context_budget_leaves_room_for_the_reply():
+    tight = ModelConfig(backend="openai", base_url="http://127.0.0.1:1/v1", context_tokens=8192, max_tokens=8000)
     with pytest.raises(ConfigError, match="--context-tokens 8192 with --max-tokens 8000"):
-        ModelConfig(backend="openai", base_url="http://127.0.0.1:1/v1", context_tokens=8192, max_tokens=8000)
+        OpenAIProposer(tight)
+    with pytest.raises(ConfigError, match="leaves"):  # and on the command line, before anything is sent
+        from agent.proposers.budget import check_budget
+
+        check_budget(tight)
     from agent.proposers.budget import step_budget
     from agent.proposers.prompt import estimate_tokens, render_system
 

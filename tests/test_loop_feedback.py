@@ -16,7 +16,7 @@ from agent.campaign.config import ModelConfig  # noqa: E402
 from agent.loop.shape_loop import CHECKPOINT_FILE, build_context, run_shape  # noqa: E402
 from agent.proposers.base import Proposal, Proposer  # noqa: E402
 from agent.proposers.openai_backend import OpenAIProposer  # noqa: E402
-from agent.proposers.prompt import render_prompt  # noqa: E402
+from agent.proposers.budget import render_prompt  # noqa: E402
 from agent.reply_store import REPLY_CAP_BYTES  # noqa: E402
 from agent.transcript import Transcript  # noqa: E402
 

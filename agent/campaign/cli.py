@@ -129,11 +129,13 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
 def cmd_campaign(args: argparse.Namespace) -> int:
     from agent.campaign.config import ConfigError, MissingKeyError, load_model_config
     from agent.campaign.driver import CampaignConfig, CampaignError, EvaluatorSeam, global_archive_path
+    from agent.proposers.budget import check_budget
     from agent.proposers.deadline import EXIT_FATAL
     from agent.shapes import ShapeFileError, load_shapes
 
     try:  # all bad input is refused here, before the GPU check and before a worker starts
         model = load_model_config(args)
+        check_budget(model)
         try:
             model.api_key()
         except MissingKeyError as e:

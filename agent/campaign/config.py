@@ -102,10 +102,8 @@ class ModelConfig:
             raise ConfigError(f"temperature must be within [0, 2], got {self.temperature}")
         if not self.timeout_s > 0 or not self.max_retry_s > 0:
             raise ConfigError("the request timeout and the retry time must be positive")
-        if self.backend != "builtin":
-            from agent.proposers.budget import check_budget
-
-            check_budget(self)
+        if self.context_tokens < 1:
+            raise ConfigError("context_tokens (--context-tokens) must be positive")
 
     def api_key(self) -> str | None:
         """The key, read from the environment now. Raises MissingKeyError when the named variable is not set,

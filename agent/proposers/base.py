@@ -98,6 +98,9 @@ class ChatProposer(Proposer):
     retries), parses each reply. An EndpointFatal answer stops every request of this configuration."""
 
     def __init__(self, config: ModelConfig):
+        from agent.proposers.budget import check_budget
+
+        check_budget(config)  # ConfigError when --max-tokens leaves the prompt no room in --context-tokens
         self.config = config
         self.name = f"{config.backend}:{config.model_name}"
         self.latch = latch_for(config)
@@ -116,7 +119,7 @@ class ChatProposer(Proposer):
 
     def render_logged(self, context: ProposalContext) -> tuple[str, str, list[str]]:
         """System prompt, step prompt, and what the context budget left out of the step prompt."""
-        from agent.proposers.prompt import render_prompt
+        from agent.proposers.budget import render_prompt
 
         return render_prompt(context, self.config)
 

@@ -24,13 +24,24 @@ def step_budget(config: Any, system: str) -> int:
     return room
 
 
+def render_prompt(ctx: Any, config: Any) -> tuple[str, str, list[str]]:
+    """System prompt, step prompt and what the context budget dropped, for a ProposalContext under a
+    ModelConfig: what an LLM backend sends for that step (agent.loop.shape_loop.build_context makes the context
+    from an archive's history)."""
+    from agent.proposers.prompt import render_step_cut, render_system
+
+    system = render_system(acc=ctx.acc)
+    user, cut = render_step_cut(ctx, token_budget=step_budget(config, system))
+    return system, user, cut
+
+
 def check_budget(config: Any) -> None:
     """ConfigError when --max-tokens leaves too little of --context-tokens for a useful prompt."""
     from agent.campaign.config import ConfigError
     from agent.proposers.prompt import render_system
 
-    if config.context_tokens < 1:
-        raise ConfigError("context_tokens (--context-tokens) must be positive")
+    if config.backend == "builtin":
+        return
     room = step_budget(config, render_system(acc="fp32"))
     if room < MIN_STEP_TOKENS:
         raise ConfigError(

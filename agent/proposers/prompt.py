@@ -224,17 +224,6 @@ def render_step(ctx, token_budget: int | None = None) -> str:
     return render_step_cut(ctx, token_budget)[0]
 
 
-def render_prompt(ctx, config) -> tuple[str, str, list[str]]:
-    """System prompt, step prompt and what the context budget dropped, for a ProposalContext under a
-    ModelConfig: what an LLM backend sends for that step (agent.loop.shape_loop.build_context makes the context from an
-    archive's history)."""
-    from agent.proposers.budget import step_budget
-
-    system = render_system(acc=ctx.acc)
-    user, cut = render_step_cut(ctx, token_budget=step_budget(config, system))
-    return system, user, cut
-
-
 def render_step_cut(ctx, token_budget: int | None = None) -> tuple[str, list[str]]:
     """The step prompt and the parts left out to fit `token_budget` (tokens as estimate_tokens counts them)."""
     tmpl = _env().get_template("step.j2")

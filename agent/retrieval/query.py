@@ -350,6 +350,8 @@ def kernel_atoms(source: str | None, limit: int = MAX_ATOMS) -> list[str]:
         for m in pat.finditer(source):
             term = m.group(pick)
             if pat is _ASM:
+                if term.endswith((".j2", ".h", ".hpp", ".cuh", ".cu")):  # a file name in a string, not PTX
+                    continue
                 term = ".".join(term.split(".")[:3])
             counts[term] = counts.get(term, 0) + 1
     return [t for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))][:limit]
