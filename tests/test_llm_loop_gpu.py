@@ -74,8 +74,13 @@ def test_llm_loop_with_ncu_and_retrieval(tmp_path):
     from agent.campaign.config import ModelConfig
     from agent.retrieval import Retriever
 
-    retriever = Retriever()  # $CUDAL2_RETRIEVAL_STORE: a store built on this machine (scripts/device_llm_loop.sh)
-    assert retriever.count() > 1000, "the retrieval store holds no headers: build it first"
+    from agent.retrieval import StoreError
+
+    try:  # $CUDAL2_RETRIEVAL_STORE: a store built on this machine (scripts/device_llm_loop.sh builds it first)
+        retriever = Retriever()
+    except StoreError as e:
+        pytest.skip(f"no retrieval store here ({e}); scripts/device_llm_loop.sh builds one and runs this test")
+    assert retriever.count() > 1000, "the retrieval store holds no headers: build it with `cudal2 corpus build`"
     seam = EvaluatorSeam([0], ncu=True)
     cfg = CampaignConfig(run="llmloop", shapes=[SHAPE], budget_candidates=8, runs_dir=tmp_path, n_per_step=2,
                          global_archive=None, final_modes=(), confirm_top=0)
