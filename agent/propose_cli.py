@@ -37,9 +37,9 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_propose)
 
 
-def _err(msg: str) -> int:
+def _err(msg: str, code: int = EXIT_BAD_INPUT) -> int:
     print(f"error: {msg}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+    return code
 
 
 def _retrieve(shape, store: str | None, best: dict | None) -> tuple[list[dict], str]:
@@ -55,9 +55,11 @@ def _retrieve(shape, store: str | None, best: dict | None) -> tuple[list[dict], 
 
 def cmd_propose(args: argparse.Namespace) -> int:
     from agent.campaign.archive import Archive, source_hash
-    from agent.campaign.config import ConfigError, load_model_config
+    from agent.campaign.config import ConfigError, MissingKeyError, load_model_config
     from agent.loop.shape_loop import build_context
     from agent.proposers import ProposalContext, make_proposer
+    from agent.proposers.budget import check_budget
+    from agent.proposers.deadline import EXIT_FATAL, EndpointFatal
     from agent.secrets import register_env, scrub, scrub_obj
     from evaluator.contract import check_shape
 
@@ -73,10 +75,15 @@ def cmd_propose(args: argparse.Namespace) -> int:
         args.arch = default_arch()
     try:
         cfg = load_model_config(args)
-        cfg.api_key()  # a missing key is bad input, not a rejected reply per candidate
+        check_budget(cfg)
+        cfg.api_key()  # an unset key stops here, before any request (exit code 3, as a rejected key)
+    except MissingKeyError as e:
+        return _err(str(e), EXIT_FATAL)
     except ConfigError as e:
         return _err(str(e))
     register_env(cfg.api_key_env)
+    if cfg.key_notice():
+        print(f"note: {cfg.key_notice()}", file=sys.stderr)
     if cfg.backend == "builtin":
         from agent.families.common import ARCHS
 
@@ -115,6 +122,8 @@ def cmd_propose(args: argparse.Namespace) -> int:
         props = proposer.propose(ctx, args.n)
     except ModuleNotFoundError as e:
         return _err(f"the {cfg.backend} proposer needs {e.name}, which is not installed here")
+    except EndpointFatal as e:  # a rejected key, an unknown model: no further request was sent
+        return _err(scrub(str(e)), EXIT_FATAL)
     except ConfigError as e:
         return _err(str(e))
 
@@ -123,7 +132,7 @@ def cmd_propose(args: argparse.Namespace) -> int:
     for i, p in enumerate(props):
         if p.source is None:
             rejected.append({"index": i, "reason": p.reason, "raw": p.raw[:4000], "attempts": p.attempts,
-                             "usage": p.usage})
+                             "usage": p.usage})  # 4000 characters: the manifest stays small whatever the reply
             continue
         stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in (p.name or f"cand{i}"))[:60]
         fname = f"{i:02d}_{stem}.cu"

@@ -9,4 +9,11 @@ else
   echo "device_env: no wheels in ${WHEELS:-.whl}/, so the installed packages are used" >&2
   export PYTHONPATH=$PWD
 fi
-export CUDAL2_CACHE=${CUDAL2_CACHE:-/tmp/cl2cache} PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+# the retrieval's embedding model, carried packed (scripts/pack_embedding_model.py)
+if [ -f "${WHEELS:-.whl}/minilm-int8.npz" ] && [ -z "${CUDAL2_EMBEDDING_MODEL:-}" ]; then
+  [ -f /tmp/minilm/config.json ] || python3 scripts/pack_embedding_model.py unpack "${WHEELS:-.whl}/minilm-int8.npz" \
+    /tmp/minilm >/dev/null || return 1
+  export CUDAL2_EMBEDDING_MODEL=/tmp/minilm
+fi
+export CUDAL2_CACHE=${CUDAL2_CACHE:-/tmp/cl2cache} PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+  ANONYMIZED_TELEMETRY=False

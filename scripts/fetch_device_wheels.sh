@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Downloads into .whl/ (git-ignored) the cp312 wheels the GPU machine lacks, at the versions installed here:
-# the CUTLASS/CuTe headers and the loop's dependencies. Carry .whl to the device; scripts/device_check.sh installs them.
+# Downloads into .whl/ (git-ignored) the cp312 wheels the GPU machine lacks, at the versions installed here: the
+# CUTLASS/CuTe headers, the loop's dependencies and chromadb's (retrieval), plus the embedding model packed to int8
+# (scripts/pack_embedding_model.py). Carry .whl to the device (about 60 MiB: the carry limit is 64 MiB with the
+# working tree); scripts/device_env.sh installs them. Left out for room: zstandard (5.5 MiB; httpx and langsmith
+# import it only if it is there) and anthropic (2.7 MiB; the GPU runs use OpenAI-protocol servers, and the tests
+# that need it are skipped there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs="nvidia-cutlass langgraph langchain-core jsonpatch jsonpointer langchain-protocol langsmith distro httpx2 httpcore2
 truststore orjson pydantic annotated-types pydantic-core typing-inspection requests-toolbelt sniffio uuid-utils
-websockets zstandard tenacity langgraph-checkpoint ormsgpack langgraph-prebuilt langgraph-sdk langgraph-checkpoint-sqlite
-aiosqlite sqlite-vec openai jiter anthropic docstring-parser typing-extensions"
+websockets tenacity langgraph-checkpoint ormsgpack langgraph-prebuilt langgraph-sdk langgraph-checkpoint-sqlite
+aiosqlite sqlite-vec openai jiter typing-extensions
+chromadb python-dotenv jsonschema jsonschema-specifications referencing rfc3339-validator rpds-py opentelemetry-api
+opentelemetry-sdk opentelemetry-semantic-conventions overrides pybase64 pydantic-settings"
 specs=()
 for p in $pkgs; do
   v=$(python3 -c "import importlib.metadata as m; print(m.version('$p'))") || { echo "not installed here: $p" >&2; exit 1; }
@@ -18,4 +24,5 @@ for t in manylinux_2_17 manylinux_2_24 manylinux_2_27 manylinux_2_28 manylinux_2
 done
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   "${plats[@]}" --platform manylinux2014_x86_64 --platform any -d .whl "${specs[@]}"
+[ -f .whl/minilm-int8.npz ] || python3 scripts/pack_embedding_model.py pack .whl/minilm-int8.npz
 du -sh .whl

@@ -23,6 +23,8 @@ class Reply:
     body: Any = None  # dict -> JSON; str/bytes -> sent as is (garbage replies)
     delay_s: float = 0.0  # sleep before answering (timeouts)
     headers: dict[str, str] = field(default_factory=dict)
+    trickle_s: float = 0.0  # send the body one byte at a time, this long apart (a server that is slow but alive)
+    drop_after_s: float | None = None  # say nothing this long, then close the connection without an answer
 
 
 @dataclass
@@ -67,6 +69,14 @@ class ScriptedServer:
                     except Exception as e:  # a broken script must show up in the test, not hang it
                         outer.failures.append(f"script raised on request {idx}: {e!r}")
                         reply = Reply(400, {"error": {"message": f"script error: {e}", "type": "invalid_request"}})
+                if reply.drop_after_s is not None:
+                    time.sleep(reply.drop_after_s)
+                    self.close_connection = True
+                    try:
+                        self.connection.shutdown(2)  # socket.SHUT_RDWR: the client sees the connection drop
+                    except OSError:
+                        pass
+                    return
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
                 if isinstance(reply.body, (dict, list)):
@@ -83,7 +93,13 @@ class ScriptedServer:
                         if k.lower() != "content-type":
                             self.send_header(k, v)
                     self.end_headers()
-                    self.wfile.write(data)
+                    if reply.trickle_s:
+                        for i in range(len(data)):
+                            self.wfile.write(data[i:i + 1])
+                            self.wfile.flush()
+                            time.sleep(reply.trickle_s)
+                    else:
+                        self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)
 

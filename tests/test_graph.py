@@ -162,8 +162,9 @@ def test_failing_model_and_missing_retrieval_store_stop_cleanly(tmp_path, monkey
     def script(i, path, body):
         if "retrieval unavailable" not in prompt_text(body):
             server.fail(f"request {i}: the prompt does not say why there is no reference material")
-        if i % 3 == 2:  # provider errors often echo the key: it must never reach a file
-            return Reply(401, {"error": {"message": f"Incorrect API key provided: {KEY}", "type": "auth"}})
+        if i % 3 == 2:  # provider errors often echo the key: it must never reach a file (a 401 would stop the
+            # run at once: tests/test_llm_faults.py)
+            return Reply(400, {"error": {"message": f"Bad request from key {KEY}", "type": "invalid"}})
         return openai_error(503, "overloaded")
 
     def no_store(q):
@@ -182,7 +183,7 @@ def test_failing_model_and_missing_retrieval_store_stop_cleanly(tmp_path, monkey
     reasons = [p["reason"] for e in transcript.read(node="propose") for p in e["output"]["proposals"]]
     assert len(reasons) == 3
     assert any("after 2 attempt(s)" in r and "503" in r for r in reasons)
-    assert any("401" in r and "[REDACTED]" in r for r in reasons)
+    assert any("400" in r and "[REDACTED]" in r for r in reasons)
     notes = [e["output"]["note"] for e in transcript.read(node="retrieve")]
     assert all("no retrieval store" in n for n in notes)
     assert KEY.encode() not in all_run_bytes(run_dir) + (tmp_path / "archive.sqlite").read_bytes()

@@ -126,9 +126,9 @@ def test_reply_without_code_and_without_contract_symbol():
 
 
 def test_client_errors_are_not_retried():
-    with ScriptedServer(lambda i, p, b: openai_error(404, "model qwen-cuda does not exist")) as server:
+    with ScriptedServer(lambda i, p, b: openai_error(400, "temperature must be at most 2")) as server:
         [p] = openai_proposer(server).propose(CTX, 1)
-    assert p.source is None and len(server.requests) == 1 and "HTTP 404" in p.reason
+    assert p.source is None and len(server.requests) == 1 and "HTTP 400" in p.reason
 
 
 def test_connection_refused_is_retried_and_reported():
@@ -144,8 +144,10 @@ def test_n_proposals_are_requested_concurrently():
         return Reply(200, openai_chat(f"```cuda\n{kernel_source(f'c{i}')}```"), delay_s=0.4)
 
     with ScriptedServer(script) as server:
+        prop = openai_proposer(server, concurrency=4)
+        prop.latch.probed = True  # past the first request, which goes alone (tests/test_llm_faults.py)
         t0 = time.monotonic()
-        props = openai_proposer(server, concurrency=4).propose(CTX, 4)
+        props = prop.propose(CTX, 4)
         wall = time.monotonic() - t0
     starts = sorted(r.at for r in server.requests)
     assert len(props) == 4 and all(p.source for p in props)
@@ -339,15 +341,15 @@ def test_propose_cli_refuses_before_asking_the_model(tmp_path, capsys, monkeypat
     shape = ["--shape", "128", "256", "512"]
     cases = [
         (["--out", str(tmp_path / "a"), "--model", "openai", "--base-url", "https://llm.example.com/v1"],
-         "$OPENAI_API_KEY, which is not set"),
+         "$OPENAI_API_KEY, which is not set", 3),  # as a rejected key (tests/test_llm_faults.py)
         (["--out", str(tmp_path / "a"), "--model", "openai", "--base-url", "notaurl"], "is not an http(s) URL"),
         (["--out", str(tmp_path / "a"), "--base-url", "http://127.0.0.1:8000/v1"], "the builtin policy uses none"),
         (["--out", str(tmp_path / "a"), "--arch", "sm_75"], "kernel families for sm_90a"),
         (["--out", str(tmp_path / "afile" / "sub")], "cannot create the folder"),
     ]
     (tmp_path / "afile").write_text("mine")
-    for flags, msg in cases:
-        assert main(["propose", *shape, "-n", "1", *flags]) == 2, flags
+    for flags, msg, *code in cases:
+        assert main(["propose", *shape, "-n", "1", *flags]) == (code or [2])[0], flags
         err = capsys.readouterr().err
         assert msg in err and "Traceback" not in err, (flags, err)
     assert not (tmp_path / "a").exists() and (tmp_path / "afile").read_text() == "mine"

@@ -119,6 +119,7 @@ class Variant:
     created_at: float
     kernel_path: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    summary: str = ""  # the model's one-line description (its reply's Summary line)
 
     def read_source(self) -> str:
         return Path(self.kernel_path).read_text()
@@ -149,7 +150,7 @@ class Variant:
              "params": self.params, "parent": self.parent, "status": self.status, "reason": self.reason,
              "speedup": self.speedup, "speedups": self.speedups(), "resources": self.resources(), "ncu": ncu,
              "bottleneck": (ncu or {}).get("bottleneck"), "source_hash": self.source_hash,
-             "shape": list(self.shape)}
+             "shape": list(self.shape), "summary": self.summary}
         if with_source:
             d["source"] = self.read_source()
         return d
@@ -165,6 +166,9 @@ class Archive:
             c.execute("PRAGMA journal_mode=WAL")
             c.executescript(_SCHEMA)
             c.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
+            if "summary" not in {r["name"] for r in c.execute("PRAGMA table_info(variants)")}:
+                # the model's one-line description of its variant (archives made before it have none)
+                c.execute("ALTER TABLE variants ADD COLUMN summary TEXT")
 
     @contextmanager
     def _conn(self) -> Iterator[sqlite3.Connection]:
@@ -182,6 +186,10 @@ class Archive:
     def kernel_path(self, h: str) -> Path:
         return self.kernels_dir / f"{h}.cu"
 
+    def store_source(self, source: str) -> str:
+        """Keep a kernel's source in the kernels folder (once per content); returns its hash."""
+        return self._store_source(source)
+
     def _store_source(self, source: str) -> str:
         h = source_hash(source)
         p = self.kernel_path(h)
@@ -193,7 +201,7 @@ class Archive:
 
     def add(self, run: str, gpu: str, acc: str, shape, source: str, proposer: str, result: EvalResult,
             family: str | None = None, params: dict[str, Any] | None = None, step: int | None = None,
-            parent: int | None = None) -> int:
+            parent: int | None = None, summary: str = "") -> int:
         """Archive one evaluated variant; returns its id (the existing one when the source is already there)."""
         m, n, k = (int(x) for x in shape)
         h = self._store_source(source)
@@ -202,12 +210,12 @@ class Archive:
         with self._conn() as c:
             c.execute(
                 "INSERT OR IGNORE INTO variants (run, gpu, acc, m, n, k, source_hash, code_length, proposer, family,"
-                " params, step, parent, status, reason, speedup, reward, result, ncu, created_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " params, step, parent, status, reason, speedup, reward, result, ncu, created_at, summary)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (run, gpu, acc, m, n, k, h, len(source), proposer, family,
                  json.dumps(params) if params is not None else None, step, parent, result.status,
                  scrub(result.reason or ""), speedup, result.reward(DEFAULT_BASELINE), result_json,
-                 json.dumps(result.ncu) if result.ncu is not None else None, time.time()))
+                 json.dumps(result.ncu) if result.ncu is not None else None, time.time(), scrub(summary or "")))
             row = c.execute("SELECT id FROM variants WHERE gpu=? AND acc=? AND m=? AND n=? AND k=? AND source_hash=?",
                             (gpu, acc, m, n, k, h)).fetchone()
         return int(row["id"])
@@ -267,7 +275,8 @@ class Archive:
             params=json.loads(r["params"]) if r["params"] else None, step=r["step"], parent=r["parent"],
             status=r["status"], reason=r["reason"], speedup=r["speedup"], reward=r["reward"],
             result=EvalResult.from_json(r["result"]), ncu=json.loads(r["ncu"]) if r["ncu"] else None,
-            created_at=r["created_at"], kernel_path=str(self.kernel_path(r["source_hash"])))
+            created_at=r["created_at"], kernel_path=str(self.kernel_path(r["source_hash"])),
+            summary=r["summary"] or "")
 
     def get(self, variant_id: int) -> Variant | None:
         with self._conn() as c:

@@ -10,9 +10,9 @@ from evaluator.contract import MODES  # the evaluator's timing modes: offline, s
 EXIT_BAD_INPUT = 2
 
 
-def _err(msg: str) -> int:
+def _err(msg: str, code: int = EXIT_BAD_INPUT) -> int:
     print(f"error: {msg}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+    return code
 
 
 def _gpu_list(text: str) -> list[int]:
@@ -130,13 +130,21 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------- campaign
 
 def cmd_campaign(args: argparse.Namespace) -> int:
+    from agent.campaign.config import ConfigError, MissingKeyError, load_model_config
     from agent.campaign.driver import CampaignConfig, CampaignError, EvaluatorSeam, global_archive_path
-    from agent.campaign.config import ConfigError, load_model_config
+    from agent.proposers.budget import check_budget
+    from agent.proposers.deadline import EXIT_FATAL
     from agent.shapes import ShapeFileError, load_shapes
 
     try:  # all bad input is refused here, before the GPU check and before a worker starts
         model = load_model_config(args)
-        model.api_key()
+        check_budget(model)
+        try:
+            model.api_key()
+        except MissingKeyError as e:
+            return _err(str(e), EXIT_FATAL)
+        if model.key_notice():
+            print(f"note: {model.key_notice()}", file=sys.stderr)
         cfg = CampaignConfig(run=args.run or Path(args.shapes).stem, shapes=load_shapes(args.shapes), acc=args.acc,
                              mode=args.mode, profile=args.profile,
                              budget_candidates=None if args.minutes is not None else (args.budget or 16),
@@ -187,6 +195,7 @@ def finish_campaign(cfg, seam, model, retrieve_fn=None, console=None, live=None)
     """Run, print the outcome, return the exit code (shared by the CLI and tests that bring their own seam)."""
     from agent.campaign.driver import CampaignError, run_campaign
     from agent.proposers import make_proposer
+    from agent.proposers.deadline import EXIT_FATAL, latch_for
 
     try:
         summary = run_campaign(cfg, seam=seam, make_proposer=lambda: make_proposer(model), retrieve_fn=retrieve_fn,
@@ -195,6 +204,10 @@ def finish_campaign(cfg, seam, model, retrieve_fn=None, console=None, live=None)
         return _err(str(e))
     finally:
         seam.close()
+    fatal = latch_for(model).error
+    if fatal is not None:  # every lane stopped at its next request; a re-run resumes each shape where it stopped
+        return _err(f"{fatal}\nno further requests were sent; fix this and run the same command again to resume "
+                    f"(run {cfg.run})", EXIT_FATAL)
     out = console.print if console is not None else print
     done = [s for s in summary["shapes"] if s not in summary["failures"]]
     out(f"run {cfg.run}: {len(done)} shape(s) finished, {len(summary['failures'])} failed; "

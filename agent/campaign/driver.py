@@ -230,6 +230,7 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
     from agent.families import current_source
     from agent.loop.budget import MAX_FAILED_STEPS, LoopBudget
     from agent.loop.shape_loop import ShapeLoop
+    from agent.proposers.deadline import EndpointFatal
     from agent.transcript import Transcript
 
     if not cfg.shapes:
@@ -386,10 +387,17 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
                             params=v.params, step=v.step, parent=None)
 
     def one(shape: Shape) -> None:
+        inner = make_proposer()
+        latch = getattr(inner, "latch", None)  # shared by every lane's proposer of the model configuration
+        if latch is not None and latch.error is not None:
+            failures[shape] = f"not started: {latch.error}"
+            progress.event(shape, "failed", error=failures[shape])
+            return
+        if hasattr(inner, "on_note"):  # a slow or failing endpoint is reported on this lane's line
+            inner.on_note = lambda msg: progress.event(shape, "model", note=msg)
         progress.event(shape, "start")
         try:
             seed(shape)
-            inner = make_proposer()
             outcome = ShapeLoop(shape, acc=acc, gpu_name=gpu, arch=seam.arch, run_dir=run_dir,
                                 proposer=_AheadProposer(inner, ahead), evaluate_fn=evaluate_for(shape),
                                 retrieve_fn=retrieve_fn, archive=archive, transcript=transcript,
@@ -406,6 +414,9 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
                 progress.event(shape, "failed", error=failures[shape])
             else:
                 progress.event(shape, "done", stop_reason=outcome.stop_reason)
+        except EndpointFatal as e:  # the key or the model is wrong: every lane stops at its next request
+            failures[shape] = f"stopped: {e}"
+            progress.event(shape, "failed", error=failures[shape])
         except Exception as e:  # one shape's failure must not stop the others; the trace goes to the run folder
             failures[shape] = f"{type(e).__name__}: {e}"
             with open(run_dir / "errors.log", "a") as f:

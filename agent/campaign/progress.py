@@ -82,7 +82,7 @@ class Progress:
                 p.state, p.finished, p.stop_reason = "done", time.monotonic(), info.get("stop_reason")
             elif kind == "failed":
                 p.state, p.finished, p.error = "failed", time.monotonic(), info.get("error", "")
-            if self._live is None:
+            if self._live is None or info.get("note"):  # a note (an endpoint not answering) is printed either way
                 self.console.print(self.line(p, kind, res, info), highlight=False, soft_wrap=True)
             else:
                 self._refresh()

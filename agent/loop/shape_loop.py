@@ -25,10 +25,13 @@ from typing import Any, Callable
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
-from agent.campaign.archive import Archive, source_hash
+from agent.campaign.archive import Archive
 from agent.loop.budget import LoopBudget
-from agent.proposers.base import Proposal, ProposalContext, Proposer
 from agent.loop.state import ShapeOutcome, ShapeState, thread_id
+from agent.proposers.base import Proposal, ProposalContext, Proposer
+from agent.proposers.deadline import EndpointFatal
+from agent.proposers.feedback import carry, note_for
+from agent.reply_store import ReplyStore
 from agent.transcript import Transcript
 from evaluator.record import EvalResult
 
@@ -58,9 +61,10 @@ def _query(shape, best: dict[str, Any] | None) -> str:
     params = best.get("params") if best else None
     bottleneck = best.get("bottleneck") if best else None
     try:
-        from agent.retrieval import build_query
+        from agent.retrieval import build_query, kernel_atoms
 
-        return build_query(tuple(shape), family=fam, params=params, bottleneck=bottleneck)
+        return build_query(tuple(shape), family=fam, params=params, bottleneck=bottleneck,
+                           atoms=kernel_atoms(best.get("source") if best else None))
     except Exception:  # retrieval not installed or broken: a plain query still works with any retrieve_fn
         m, n, k = shape
         q = f"HGEMM fp16 tensor core kernel M={m} N={n} K={k} tiling shared memory pipeline"
@@ -82,12 +86,14 @@ def _speedups(res: EvalResult) -> dict[str, float | None]:
 
 def _summary(p: dict[str, Any]) -> dict[str, Any]:
     return {k: p.get(k) for k in ("name", "model", "family", "params", "parent", "source_hash", "reason", "usage",
-                                  "latency_s", "total_s", "attempts", "parse_kind", "error", "raw")}
+                                  "latency_s", "total_s", "attempts", "parse_kind", "error", "summary", "raw",
+                                  "reply")}
 
 
 def build_context(archive: Archive, *, gpu_name: str, acc: str, shape, arch: str | None,
                   gpu_facts: dict[str, Any] | None = None, step: int = 0, passages: list[dict[str, Any]] | None = None,
-                  retrieval_note: str = "", neighbours_k: int = 4, mode: str = "offline") -> ProposalContext:
+                  retrieval_note: str = "", neighbours_k: int = 4, mode: str = "offline",
+                  feedback: list[dict[str, Any]] | None = None) -> ProposalContext:
     """What a proposer sees for one step: the archive's variants of this key, the best two with their sources,
     the best kernels of nearby shapes, and the retrieved passages."""
     shape_l = [int(x) for x in shape]
@@ -98,7 +104,8 @@ def build_context(archive: Archive, *, gpu_name: str, acc: str, shape, arch: str
         best=ranked[0].as_history(with_source=True) if ranked else None,
         runner_up=ranked[1].as_history(with_source=True) if len(ranked) > 1 else None,
         passages=list(passages or []), retrieval_note=retrieval_note,
-        neighbours=[v.as_history() for v in archive.neighbours(gpu_name, acc, shape_l, k=neighbours_k)], mode=mode)
+        neighbours=[v.as_history() for v in archive.neighbours(gpu_name, acc, shape_l, k=neighbours_k)], mode=mode,
+        feedback=list(feedback or []))
 
 
 class ShapeLoop:
@@ -123,6 +130,7 @@ class ShapeLoop:
         self.run_name = self.run_dir.name
         self.tid = thread_id(gpu_name, acc, self.shape_l)
         self.proposer_name = getattr(proposer, "name", type(proposer).__name__)
+        self.replies = ReplyStore(self.run_dir)
 
     # ---- helpers ----
     def _log(self, state: ShapeState, node: str, input: Any = None, output: Any = None) -> None:
@@ -168,15 +176,22 @@ class ShapeLoop:
         ctx = build_context(archive, gpu_name=gpu_name, acc=acc, shape=shape_l, arch=arch, gpu_facts=facts,
                             step=step, passages=state.get("passages", []),
                             retrieval_note=state.get("retrieval_note", ""), neighbours_k=neighbours_k,
-                            mode=eval_kwargs.get("mode", "offline"))
+                            mode=eval_kwargs.get("mode", "offline"), feedback=state.get("feedback"))
         try:
             props = proposer.propose(ctx, want)
+        except EndpointFatal:
+            raise  # a rejected key or an unknown model: the run stops here (exit code 3), and resumes at this step
         except Exception as e:  # the builtin policy or a backend bug: record, count as a failed step
             props = [Proposal(None, reason=f"proposer failed: {type(e).__name__}: {e}", model=proposer_name)]
         out = []
         for p in props:
+            # The state is checkpointed after every node: it keeps references, not kernels and replies (sources go
+            # to the archive's kernel files, replies to the run's reply store, each once per content).
             d = p.to_dict()
-            d["source_hash"] = source_hash(p.source) if p.source else None
+            src = d.pop("source")
+            d["source_hash"] = archive.store_source(src) if src else None
+            d["reply"] = self.replies.put(d.pop("raw"))
+            d["raw"] = d["reply"].pop("head")
             out.append(d)
         prompt = None
         try:
@@ -197,15 +212,19 @@ class ShapeLoop:
         m, n, k = shape_l
         eval_kwargs = self.eval_kwargs
         results = []
+        step = state.get("step", 0)
         evaluations = state.get("evaluations", 0)
         memo = state.get("memo_hits", 0)
         seen: set[str] = set()  # hashes handled by this invocation (a repeat within the step is a memo hit)
         for i, p in enumerate(state.get("proposals", [])):
-            src = p.get("source")
-            if not src:
-                results.append({"index": i, "variant_id": None, "status": "no_kernel", "speedup": None,
-                                "memo": False, "reason": p.get("reason", "")})
+            if not p.get("source_hash"):
+                row = {"index": i, "variant_id": None, "status": "no_kernel", "speedup": None, "memo": False,
+                       "reason": p.get("reason", "")}
+                row["feedback"] = note_for(step, p, row)
+                results.append(row)
                 continue
+            # a checkpoint written before sources left the state still holds its source
+            src = p.get("source") or archive.kernel_path(p["source_hash"]).read_text()
             h = p["source_hash"]
             hit = archive.find_by_hash(gpu_name, acc, shape_l, h)
             if hit is not None:
@@ -216,8 +235,10 @@ class ShapeLoop:
                     evaluations += 1
                 else:
                     memo += 1
-                results.append({"index": i, "variant_id": hit.id, "status": hit.status, "speedup": hit.speedup,
-                                "memo": not recovered, "reason": hit.reason})
+                row = {"index": i, "variant_id": hit.id, "status": hit.status, "speedup": hit.speedup,
+                       "memo": not recovered, "reason": hit.reason}
+                row["feedback"] = note_for(step, p, row, hit.result)
+                results.append(row)
                 log(state, "evaluate", {"index": i, "source_hash": h},
                     {"memo": not recovered, "recovered": recovered, "variant_id": hit.id, "status": hit.status,
                      "speedup": hit.speedup, "speedups": _speedups(hit.result)})
@@ -233,11 +254,13 @@ class ShapeLoop:
             if res.status not in _NOT_ARCHIVED:
                 vid = archive.add(run, gpu_name, acc, shape_l, src, p.get("model") or proposer_name, res,
                                   family=p.get("family"), params=p.get("params"), step=state.get("step", 0),
-                                  parent=p.get("parent"))
+                                  parent=p.get("parent"), summary=p.get("summary") or "")
                 evaluations += 1
             sp = res.speedup("cublaslt-autotune-max") if res.ok else None
-            results.append({"index": i, "variant_id": vid, "status": res.status, "speedup": sp, "memo": False,
-                            "reason": res.reason})
+            row = {"index": i, "variant_id": vid, "status": res.status, "speedup": sp, "memo": False,
+                   "reason": res.reason}
+            row["feedback"] = note_for(step, p, row, res)
+            results.append(row)
             log(state, "evaluate", {"index": i, "source_hash": h},
                 {"variant_id": vid, "memo": False, "status": res.status, "reason": res.reason, "speedup": sp,
                  "speedups": _speedups(res),
@@ -270,7 +293,7 @@ class ShapeLoop:
         archive, log, plateau_min_gain = self.archive, self._log, self.budget.plateau_min_gain
         gpu_name, acc, shape_l = self.gpu_name, self.acc, self.shape_l
         results = state.get("step_results", [])
-        with_src = sum(1 for p in state.get("proposals", []) if p.get("source"))
+        with_src = sum(1 for p in state.get("proposals", []) if p.get("source_hash"))
         no_kernel = sum(1 for r in results if r["status"] == "no_kernel")
         b = archive.best(gpu_name, acc, shape_l)
         prev = state.get("best_speedup")
@@ -288,6 +311,7 @@ class ShapeLoop:
             "best_speedup": new_sp,
             "proposals": [],
             "passages": [],
+            "feedback": carry(state.get("feedback") or [], [r["feedback"] for r in results if r.get("feedback")]),
         }
         log(state, "record", {"results": results},
             {"best_id": upd["best_id"], "best_speedup": new_sp, "improved": improved,
@@ -323,7 +347,7 @@ class ShapeLoop:
             "step": 0, "candidates": 0, "evaluations": 0, "memo_hits": 0, "no_kernel": 0,
             "failed_steps_in_row": 0, "no_improve_steps": 0, "elapsed_s": 0.0, "tokens": {}, "passages": [],
             "retrieval_note": "", "proposals": [], "step_results": [], "profiled": [], "best_id": None,
-            "best_speedup": None, "stop_reason": None,
+            "best_speedup": None, "stop_reason": None, "feedback": [],
         }
 
     def run(self) -> ShapeOutcome:

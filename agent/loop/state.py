@@ -30,9 +30,11 @@ class ShapeState(TypedDict, total=False):
 
     passages: list[dict[str, Any]]  # retrieved for the current step
     retrieval_note: str  # why there are none, when there are none
-    proposals: list[dict[str, Any]]  # Proposal.to_dict() of the current step (+ source_hash)
+    proposals: list[dict[str, Any]]  # Proposal.to_dict() of the current step: source_hash and a reply reference in
+    # place of the source and the reply (agent.reply_store), so no checkpoint holds a kernel or a reply
     step_results: list[dict[str, Any]]  # per proposal: index, variant_id, status, speedup, memo, reason
     profiled: list[int]  # variant ids profiled in this thread
+    feedback: list[dict[str, Any]]  # what went wrong in the latest steps, for the next prompts (proposers.feedback)
 
     best_id: int | None
     best_speedup: float | None

@@ -8,6 +8,7 @@ import anthropic
 
 from agent.campaign.config import ModelConfig
 from agent.proposers.base import ChatProposer, ChatReply, FatalError, RetryableError
+from agent.proposers.deadline import classify_status, http_client, timeout_message
 from agent.proposers.openai_backend import retry_after
 
 
@@ -22,7 +23,8 @@ class AnthropicProposer(ChatProposer):
             if self._client is None:
                 kw = {"base_url": self.config.base_url} if self.config.base_url else {}
                 self._client = anthropic.Anthropic(api_key=self.config.api_key(), timeout=self.config.timeout_s,
-                                                   max_retries=0, **kw)
+                                                   max_retries=0, http_client=http_client(self.config.timeout_s),
+                                                   **kw)
             return self._client
 
     def _call(self, system: str, user: str) -> ChatReply:
@@ -35,14 +37,14 @@ class AnthropicProposer(ChatProposer):
                                               messages=[{"role": "user", "content": user}],
                                               extra_body=dict(c.extra) or None)
         except anthropic.APITimeoutError as e:
-            raise RetryableError(f"request timed out after {c.timeout_s:g} s") from e
+            raise RetryableError(timeout_message(c.timeout_s, where)) from e
         except anthropic.APIConnectionError as e:
             raise RetryableError(f"cannot reach {where}: {e}") from e
         except anthropic.APIStatusError as e:
-            msg = f"HTTP {e.status_code} from {where}: {e.message}"
-            if e.status_code in (408, 409, 429, 529) or e.status_code >= 500:
-                raise RetryableError(msg, retry_after(e)) from e
-            raise FatalError(msg) from e
+            err = classify_status(e.status_code, e.message, where=where, model=c.model_name, key_env=c.api_key_env)
+            if isinstance(err, RetryableError):
+                err.retry_after = retry_after(e)
+            raise err from e
         except (json.JSONDecodeError, anthropic.APIResponseValidationError) as e:
             raise FatalError(f"the reply from {where} is not valid JSON: {e}") from e
         if not hasattr(r, "content"):

@@ -8,16 +8,16 @@ on.
 from __future__ import annotations
 
 import abc
-import random
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any
-
-import tenacity
+from typing import Any, Callable
 
 from agent.campaign.config import ModelConfig
-from agent.proposers.parse import parse_reply
+from agent.proposers.deadline import (EndpointFatal, FatalError, RetryableError, call_with_retries,  # noqa: F401
+                                      latch_for)
+from agent.proposers.parse import parse_reply, reply_summary
 from agent.secrets import scrub
 
 
@@ -37,6 +37,7 @@ class ProposalContext:
     retrieval_note: str = ""  # why there are no passages, when there are none
     neighbours: list[dict[str, Any]] = field(default_factory=list)  # best variants of nearby shapes (seeding)
     mode: str = "offline"  # the evaluator's timing mode of this search (offline, server, graph)
+    feedback: list[dict[str, Any]] = field(default_factory=list)  # what went wrong lately (agent.proposers.feedback)
 
     @property
     def parent_id(self) -> int | None:
@@ -63,6 +64,7 @@ class Proposal:
     params: dict[str, Any] | None = None
     parse_kind: str = ""  # edit | fenced | whole-file | none (LLM backends)
     error: str = ""  # transport failure after retries, if any
+    summary: str = ""  # the one-line summary the reply opens with (prompts ask for it), "" when it has none
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -84,18 +86,6 @@ class Proposer(abc.ABC):
         return None
 
 
-class RetryableError(Exception):
-    """A transient failure the backend maps its client's exception to (429, 5xx, timeout, connection)."""
-
-    def __init__(self, message: str, retry_after: float | None = None):
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class FatalError(Exception):
-    """A failure that retrying will not fix (400, 401, 404, a reply that is not a chat completion)."""
-
-
 @dataclass
 class ChatReply:
     text: str
@@ -103,92 +93,99 @@ class ChatReply:
     model: str
 
 
-class _Wait(tenacity.wait.wait_base):
-    """Exponential backoff with full jitter, but never shorter than a server's Retry-After (capped)."""
-
-    def __init__(self, initial: float, maximum: float):
-        self.initial, self.maximum = initial, maximum
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
-        n = retry_state.attempt_number
-        base = min(self.maximum, self.initial * (2 ** (n - 1)))
-        w = random.uniform(base / 2, base)
-        exc = retry_state.outcome.exception() if retry_state.outcome else None
-        ra = getattr(exc, "retry_after", None)
-        if ra:
-            w = max(w, min(float(ra), self.maximum))
-        return w
-
-
 class ChatProposer(Proposer):
-    """Renders the prompts, calls a chat endpoint n times concurrently (with retries), parses each reply."""
+    """Renders the prompts, calls a chat endpoint n times concurrently (each under a hard deadline, with bounded
+    retries), parses each reply. An EndpointFatal answer stops every request of this configuration."""
 
     def __init__(self, config: ModelConfig):
+        from agent.proposers.budget import check_budget
+
+        check_budget(config)  # ConfigError when --max-tokens leaves the prompt no room in --context-tokens
         self.config = config
         self.name = f"{config.backend}:{config.model_name}"
+        self.latch = latch_for(config)
+        # where notes on a slow or failing endpoint go (a campaign routes them to its lane's progress line)
+        self.on_note: Callable[[str], None] = lambda msg: print(f"note: {msg}", file=sys.stderr, flush=True)
 
     # --- what each backend provides ---
     @abc.abstractmethod
     def _call(self, system: str, user: str) -> ChatReply:
-        """One request. Raise RetryableError / FatalError; anything else counts as fatal."""
+        """One request. Raise RetryableError / FatalError / EndpointFatal; anything else counts as fatal."""
 
     # --- shared ---
     def render(self, context: ProposalContext) -> tuple[str, str]:
-        from agent.proposers.prompt import render_system, render_step
+        system, user, _ = self.render_logged(context)
+        return system, user
 
-        return render_system(acc=context.acc), render_step(context, token_budget=self.config.prompt_token_budget)
+    def render_logged(self, context: ProposalContext) -> tuple[str, str, list[str]]:
+        """System prompt, step prompt, and what the context budget left out of the step prompt."""
+        from agent.proposers.budget import render_prompt
 
-    def prompt_for_log(self, context: ProposalContext) -> dict[str, str] | None:
-        system, user = self.render(context)
-        return {"system": system, "user": user}
+        return render_prompt(context, self.config)
 
-    def _retrying(self) -> tenacity.Retrying:
-        c = self.config
-        return tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type(RetryableError),
-            stop=tenacity.stop_after_attempt(c.max_attempts) | tenacity.stop_after_delay(c.max_retry_s),
-            wait=_Wait(c.backoff_initial_s, c.backoff_max_s),
-            reraise=True,
-        )
+    def prompt_for_log(self, context: ProposalContext) -> dict[str, Any] | None:
+        system, user, cut = self.render_logged(context)
+        return {"system": system, "user": user, "dropped": cut}
+
+    def where(self) -> str:
+        return self.config.base_url or self.config.backend
 
     def _one(self, system: str, user: str, parent: int | None, parent_source: str | None) -> Proposal:
+        c = self.config
         t0 = time.monotonic()
-        attempts = 0
-        retrier = self._retrying()
-
-        def attempt() -> tuple[ChatReply, float]:
-            nonlocal attempts
-            attempts += 1
-            s = time.monotonic()
-            r = self._call(system, user)
-            return r, time.monotonic() - s
-
-        base = dict(model=self.config.model_name or "", parent=parent)
+        base = dict(model=c.model_name or "")
         try:
-            reply, latency = retrier(attempt)
+            out = call_with_retries(lambda: self._call(system, user), request_timeout=c.timeout_s,
+                                    max_attempts=c.max_attempts, max_retry_s=c.max_retry_s,
+                                    backoff_initial_s=c.backoff_initial_s, backoff_max_s=c.backoff_max_s,
+                                    where=self.where(), note=self.on_note, stop=self.latch)
+        except EndpointFatal as e:
+            self.latch.trip(e)
+            msg = scrub(str(e))
+            return Proposal(None, reason=f"model call failed: {msg}", error=msg, attempts=getattr(e, "attempts", 0),
+                            total_s=time.monotonic() - t0, **base)
         except RetryableError as e:
-            return Proposal(None, reason=f"model call failed after {attempts} attempt(s): {scrub(str(e))}",
-                            error=scrub(str(e)), attempts=attempts, total_s=time.monotonic() - t0, **base)
-        except FatalError as e:
-            return Proposal(None, reason=f"model call failed: {scrub(str(e))}", error=scrub(str(e)),
+            attempts = getattr(e, "attempts", 0)
+            msg = scrub(str(e))
+            self.on_note(f"{self.where()}: giving up on this request after {attempts} attempt(s): {msg}")
+            return Proposal(None, reason=f"model call failed after {attempts} attempt(s): {msg}", error=msg,
                             attempts=attempts, total_s=time.monotonic() - t0, **base)
+        except FatalError as e:
+            msg = scrub(str(e))
+            return Proposal(None, reason=f"model call failed: {msg}", error=msg, attempts=getattr(e, "attempts", 1),
+                            total_s=time.monotonic() - t0, **base)
         except Exception as e:  # a client bug or an unforeseen reply must not end the loop
             msg = scrub(f"{type(e).__name__}: {e}")
-            return Proposal(None, reason=f"model call failed: {msg}", error=msg, attempts=attempts,
+            return Proposal(None, reason=f"model call failed: {msg}", error=msg, attempts=1,
                             total_s=time.monotonic() - t0, **base)
+        reply: ChatReply = out.value
         parsed = parse_reply(reply.text, parent_source)
         base["model"] = reply.model or base["model"]
-        return Proposal(parsed.source, reason=parsed.reason, raw=reply.text, usage=reply.usage, latency_s=latency,
-                        total_s=time.monotonic() - t0, attempts=attempts, parse_kind=parsed.kind, **base)
+        # a parent only for an edit: a whole file written anew does not descend from the kernel it was shown
+        return Proposal(parsed.source, reason=parsed.reason, raw=reply.text, usage=reply.usage,
+                        latency_s=out.latency_s, total_s=time.monotonic() - t0, attempts=out.attempts,
+                        parse_kind=parsed.kind, parent=parent if parsed.kind == "edit" else None,
+                        summary=reply_summary(reply.text), **base)
 
     def propose(self, context: ProposalContext, n: int) -> list[Proposal]:
+        """n proposals; raises EndpointFatal when the endpoint gave (now or earlier) an answer no retry can fix."""
         if n < 1:
             return []
+        self.latch.check()
         system, user = self.render(context)
-        workers = max(1, min(n, self.config.concurrency))
+        args = (system, user, context.parent_id, context.parent_source)
+        props = []
+        if not self.latch.probed:
+            # The first request of a configuration goes alone: a rejected key or an unknown model then costs one
+            # request, not n. Any answer that is not such an error clears the way for concurrent requests.
+            props.append(self._one(*args))
+            self.latch.check()
+            self.latch.probed = True
+        workers = max(1, min(n - len(props), self.config.concurrency))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="propose") as pool:
-            futs = [pool.submit(self._one, system, user, context.parent_id, context.parent_source) for _ in range(n)]
-            props = [f.result() for f in futs]
+            futs = [pool.submit(self._one, *args) for _ in range(n - len(props))]
+            props += [f.result() for f in futs]
+        self.latch.check()
         for i, p in enumerate(props):
             p.name = p.name or f"step{context.step}-{i}"
         return props

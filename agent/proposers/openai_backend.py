@@ -8,6 +8,7 @@ import openai
 
 from agent.campaign.config import ModelConfig
 from agent.proposers.base import ChatProposer, ChatReply, FatalError, RetryableError
+from agent.proposers.deadline import classify_status, http_client, timeout_message
 
 
 def retry_after(exc: Exception) -> float | None:
@@ -28,9 +29,11 @@ class OpenAIProposer(ChatProposer):
     def client(self) -> openai.OpenAI:
         with self._lock:
             if self._client is None:
-                # Retries are ours (tenacity, bounded, recorded); the client's own would hide attempts.
+                # Retries are ours (bounded, recorded); the client's own would hide attempts. Its HTTP client
+                # holds each request to the deadline call_with_retries sets.
                 self._client = openai.OpenAI(api_key=self.config.api_key(), base_url=self.config.base_url,
-                                             timeout=self.config.timeout_s, max_retries=0)
+                                             timeout=self.config.timeout_s, max_retries=0,
+                                             http_client=http_client(self.config.timeout_s))
             return self._client
 
     def _call(self, system: str, user: str) -> ChatReply:
@@ -41,14 +44,15 @@ class OpenAIProposer(ChatProposer):
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
                 extra_body=dict(c.extra) or None)  # server-specific fields (vLLM's top_k, ...) pass as is
         except openai.APITimeoutError as e:
-            raise RetryableError(f"request timed out after {c.timeout_s:g} s") from e
+            raise RetryableError(timeout_message(c.timeout_s, c.base_url)) from e
         except openai.APIConnectionError as e:
             raise RetryableError(f"cannot reach {c.base_url}: {e}") from e
         except openai.APIStatusError as e:
-            msg = f"HTTP {e.status_code} from {c.base_url}: {e.message}"
-            if e.status_code in (408, 409, 429) or e.status_code >= 500:
-                raise RetryableError(msg, retry_after(e)) from e
-            raise FatalError(msg) from e
+            err = classify_status(e.status_code, e.message, where=c.base_url, model=c.model_name,
+                                  key_env=c.api_key_env)
+            if isinstance(err, RetryableError):
+                err.retry_after = retry_after(e)
+            raise err from e
         except (json.JSONDecodeError, openai.APIResponseValidationError) as e:
             raise FatalError(f"the reply from {c.base_url} is not valid JSON: {e}") from e
         if not hasattr(r, "choices"):  # a 200 with a non-JSON body comes back as a plain string

@@ -113,3 +113,19 @@ def parse_reply(text: str | None, parent_source: str | None = None) -> ParseResu
         return _check(text, "whole-file")
     return ParseResult(None, "no kernel in the reply: no fenced ```cuda block, no whole-file source and no "
                              "SEARCH/REPLACE edit", "none")
+
+
+_SUMMARY = re.compile(r"^[ \t>*_#-]*summary[*_]*[ \t]*[:\-][*_]*[ \t]*(.+?)[ \t*_]*$", re.IGNORECASE | re.MULTILINE)
+SUMMARY_CHARS = 120
+
+
+def reply_summary(text: str | None) -> str:
+    """The one-line `Summary: ...` the prompt asks a reply to open with ("" when there is none); it describes
+    the variant in later prompts' tables."""
+    if not text:
+        return ""
+    m = _SUMMARY.search(text[:4000])
+    if not m:
+        return ""
+    s = " ".join(m.group(1).split()).strip("`*_ ")
+    return s if len(s) <= SUMMARY_CHARS else s[: SUMMARY_CHARS - 3] + "..."

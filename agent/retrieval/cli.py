@@ -22,6 +22,8 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--all-archs", action="store_true",
                    help="also ingest the Blackwell (sm100/sm120) headers; by default only the targeted archs")
     b.add_argument("--fresh", action="store_true", help="delete the store first (for a corrupt store)")
+    b.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="embedding processes (default: one per core)")
     b.add_argument("-q", "--quiet", action="store_true")
     b.set_defaults(func=_build)
 
@@ -44,7 +46,7 @@ def _build(args: argparse.Namespace) -> int:
     try:
         rep = build(store=args.store, cutlass=args.cutlass, extra=args.extra, include_headers=not args.no_headers,
                     header_filter=None if args.all_archs else targeted_headers,
-                    fresh=args.fresh, log=None if args.quiet else print_progress)
+                    fresh=args.fresh, log=None if args.quiet else print_progress, workers=args.workers)
     except StoreError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

