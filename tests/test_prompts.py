@@ -66,7 +66,8 @@ def test_system_prompts():
     check_golden("system_fp16.txt", fp16)
     for text in (fp32, fp16):
         assert 'extern "C" int hgemm(const half* A, const half* B, const half* B_col_major, half* C' in text
-        assert "Create no streams" in text and "keyed on pointers" in text and "<<<<<<< SEARCH" in text
+        assert "Create no streams" in text and "Keep no state from one call to the next" in text
+        assert "cudal2: scratch" in text and "<<<<<<< SEARCH" in text
     assert "Accumulate in fp32" in fp32 and "Accumulate in fp32" not in fp16
 
 
