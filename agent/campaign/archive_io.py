@@ -20,13 +20,14 @@ from typing import Any
 
 from agent.shapes import shape_dir
 from evaluator.contract import ACCUMULATORS, MAX_SOURCE_BYTES, SIGNATURE, check_shape
+from evaluator.record import BEST_NVIDIA
 
 FORMAT = "cuda-l2-archive"
 VERSION = 1
 MANIFEST = "manifest.json"
 BASELINE_NAMES = ["torch", "cublas-NN", "cublas-TN", "cublas-max", "cublaslt-heuristic-NN",
                   "cublaslt-heuristic-TN", "cublaslt-heuristic-max", "cublaslt-autotune-NN", "cublaslt-autotune-TN",
-                  "cublaslt-autotune-max"]
+                  "cublaslt-autotune-max", BEST_NVIDIA]
 _NOT_ARCHIVED = ("no_gpu", "error")
 
 

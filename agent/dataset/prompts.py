@@ -10,6 +10,8 @@ after its context was built.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import sqlite3
 import tempfile
 from pathlib import Path
@@ -60,23 +62,27 @@ def _facts_arch_mode(group: StepGroup) -> tuple[dict[str, Any], str | None, str]
     return (dict(facts) if isinstance(facts, dict) else {}), arch, mode
 
 
-def token_budget(group: StepGroup) -> int:
-    model = group.run.meta.get("model") or {}
-    return int(model.get("prompt_token_budget") or ModelConfig().prompt_token_budget)
+def budget_config(group: StepGroup) -> SimpleNamespace:
+    """The context budget the run's model had (context_tokens, max_tokens, prompt_token_budget; defaults where the
+    run predates a field), as agent.proposers.budget reads it."""
+    model, default = group.run.meta.get("model") or {}, ModelConfig()
+    return SimpleNamespace(**{k: model.get(k) if model.get(k) is not None else getattr(default, k)
+                              for k in ("context_tokens", "max_tokens", "prompt_token_budget")})
 
 
 def render(group: StepGroup, asof: ArchiveAsOf) -> tuple[str, str, str]:
     """(system, user, where from): "transcript" for the prompt a proposer sent, "rendered" for one made now."""
     from agent.loop.shape_loop import build_context
-    from agent.proposers.prompt import render_step, render_system
+    from agent.proposers.budget import render_prompt
 
     if group.logged_prompt is not None:
         return group.logged_prompt["system"], group.logged_prompt["user"], "transcript"
     facts, arch, mode = _facts_arch_mode(group)
     ctx = build_context(asof.advance(group.as_of), gpu_name=group.gpu, acc=group.acc, shape=group.shape, arch=arch,
                         gpu_facts=facts, step=group.step or 0, passages=[], retrieval_note=group.retrieval_note,
-                        mode=mode)
-    return render_system(acc=group.acc), render_step(ctx, token_budget=token_budget(group)), "rendered"
+                        mode=mode, feedback=group.feedback)
+    system, user, _ = render_prompt(ctx, budget_config(group))
+    return system, user, "rendered"
 
 
 def has_facts(group: StepGroup) -> bool:

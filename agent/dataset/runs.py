@@ -52,6 +52,7 @@ class StepGroup:
     retrieval_note: str
     passages_lost: bool  # the step had retrieved passages, but the run keeps only where they came from
     start: dict[str, Any]  # the thread's start event input (gpu_facts, mode, arch where the run kept them)
+    feedback: list[dict[str, Any]] = field(default_factory=list)  # "what went wrong last time", as the loop had it
 
 
 def resolve_run(run: str, runs_dir: str | Path = "runs") -> Path:
@@ -85,6 +86,18 @@ def open_run(path: Path) -> RunData:
 def _latest(events: list[dict[str, Any]], before: float) -> dict[str, Any] | None:
     earlier = [e for e in events if (e.get("ts") or 0.0) <= before]
     return max(earlier, key=lambda e: e["ts"]) if earlier else None
+
+
+def feedback_before(records: list[dict[str, Any]], before: float) -> list[dict[str, Any]]:
+    """The failure notes the loop's state held at `before`: its record events' notes, carried forward as the loop
+    carries them (agent.proposers.feedback.carry)."""
+    from agent.proposers.feedback import carry
+
+    notes: list[dict[str, Any]] = []
+    for e in sorted((e for e in records if (e.get("ts") or 0.0) <= before), key=lambda e: e["ts"]):
+        rows = ((e.get("input") or {}).get("results")) or []
+        notes = carry(notes, [r["feedback"] for r in rows if isinstance(r, dict) and r.get("feedback")])
+    return notes
 
 
 def step_groups(run: RunData) -> list[StepGroup]:
@@ -127,6 +140,7 @@ def step_groups(run: RunData) -> list[StepGroup]:
             start = _latest(nodes.get("start", []), as_of) or next(iter(nodes.get("start", [])), None)
             groups.append(StepGroup(run=run, gpu=key.gpu, acc=key.acc, shape=shape, step=step, kernels=kernels,
                                     as_of=as_of, logged_prompt=logged, retrieval_note=note,
-                                    passages_lost=passages_lost, start=(start or {}).get("input") or {}))
+                                    passages_lost=passages_lost, start=(start or {}).get("input") or {},
+                                    feedback=feedback_before(nodes.get("record", []), as_of)))
     groups.sort(key=lambda g: (g.as_of, g.kernels[0].id))
     return groups
