@@ -107,6 +107,7 @@ def test_campaign_spreads_shapes_over_gpu_actors(cluster, tmp_path):
     assert all(arch.tournament(GPU, "fp32", s) is None for s in shapes)
 
 
+@pytest.mark.slow
 def test_killed_actor_inflight_evaluation_is_retried_and_nothing_finished_is_lost(cluster, tmp_path):
     from agent.campaign.archive import Archive
 

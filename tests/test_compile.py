@@ -169,6 +169,7 @@ def test_every_hostile_kernel_has_an_expectation_and_valid_fields():
             assert e["status"] == R.SCREEN_REJECTED and e["screen_reason"] and "runtime" in e, name
 
 
+@pytest.mark.slow
 def test_hostile_kernels_compile_unless_screened():
     """Kernels meant to fail at run time must build (so they reach the GPU checks); kernels meant to be screened
     must be refused by the text screen or, for macro tricks, by the object-symbol screen."""

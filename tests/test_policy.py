@@ -129,6 +129,7 @@ def test_priors_follow_the_paper():
     assert math.isclose(sum(priors.family_shares((64, 64, 64), "sm_90a").values()), 1.0)
 
 
+@pytest.mark.slow
 def test_cudal2_propose_output_compiles_with_eval_compile_only(tmp_path):
     """What `cudal2 propose --model builtin` writes: contract sources + manifest.json; the `small` ones go through
     `cudal2 eval --compile-only` for real here (the CUTLASS ones are covered by test_families' compile sample)."""
@@ -178,6 +179,7 @@ def test_bottleneck_and_spills_shape_the_next_batch():
     assert any("(parent launch-bound)" in c.rationale for c in nxt)
 
 
+@pytest.mark.slow
 def test_one_policy_object_serves_many_shapes():
     """What an object proposed for one shape stays proposable for another (only the same shape is excluded)."""
     pol = BuiltinPolicy(0)
@@ -472,6 +474,7 @@ def test_a_family_whose_every_candidate_failed_gives_up_its_slots_at_once():
     assert "ampere_cute" not in {c.family for c in nxt}
 
 
+@pytest.mark.slow
 def test_a_graph_mode_search_proposes_no_pdl_and_stays_deterministic():
     """Replayed from a CUDA graph the launch gap PDL hides is short, and PDL kernels ran up to 8% slower there (sweep
     r26): in graph mode no candidate uses it, mutations of a measured PDL config included; offline is unchanged."""
@@ -491,6 +494,7 @@ def test_a_graph_mode_search_proposes_no_pdl_and_stays_deterministic():
         BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 2, mode="replay")
 
 
+@pytest.mark.slow
 def test_cudal2_propose_for_graph_replay_writes_kernels_without_pdl(tmp_path):
     """`cudal2 propose --mode graph`: the candidates are for CUDA graph replay, so none launches with PDL (no
     programmatic-serialization attribute in its host code, no griddepcontrol.wait in its kernel)."""

@@ -103,6 +103,7 @@ def test_loop_query_covers_its_facets(retriever):
                       "retrieval_corpus/tile-size-wave-quantization.md"}
 
 
+@pytest.mark.slow
 def test_store_reopens_in_a_new_process(store):
     # Also opened with plain chromadb and no embedding function: the persisted config names the registered class.
     code = ("import json, sys, chromadb; from agent.retrieval import Retriever; "
@@ -183,6 +184,7 @@ def test_incremental_rebuild_embeds_only_changes(tmp_path):
     assert (fourth.embedded, fourth.deleted, fourth.files_rechunked) == (0, 0, 4)
 
 
+@pytest.mark.slow
 def test_cli_build_with_extra_dir(tmp_path):
     notes, extra, path = tmp_path / "notes", tmp_path / "mine", tmp_path / "store"
     _write_notes(notes, {"a.md": "# About occupancy\n\nRegisters limit blocks per SM.\n"})
