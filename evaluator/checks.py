@@ -6,11 +6,10 @@ outputs, rewritten inputs and moved buffers, bitwise repeatability, and work tha
 """
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 from evaluator.baselines import NativeCallable
-from evaluator.buffers import OperandSet, Reference
+from evaluator.buffers import OperandSet, Reference, rounding_floor
 from evaluator.native import Native
 from evaluator.record import CheckOutcome
 
@@ -29,16 +28,6 @@ PREDECESSOR_SPIN_NS = 200_000  # how long the late writer keeps an early-launche
 STICKY = {700: "illegal address", 701: "launch out of resources", 702: "launch timeout",
           714: "hardware stack error", 715: "illegal instruction", 716: "misaligned address",
           717: "invalid address space", 718: "invalid pc", 719: "launch failure", 720: "cooperative launch too large"}
-
-
-def rounding_floor(max_abs_ref: float) -> float:
-    """Half an fp16 ulp at the largest |reference| value: what even a correctly rounded output may be off by there.
-    The baselines' max deviation can fall short of it by luck of the draw (no large element near a rounding
-    midpoint), and a kernel as accurate as they are, summing in another order, then rounds one such element the other
-    way: 0.2598 against a bound of 0.2522 (cuBLAS 0.2402, half an ulp 0.25) on 256x2048x16384 in the H200 GPU suite."""
-    if not max_abs_ref > 0 or math.isinf(max_abs_ref):
-        return 0.0
-    return 2.0 ** (math.floor(math.log2(min(max_abs_ref, 65504.0))) - 11)
 
 
 def deviation_bound(devs: dict[str, float], max_abs_ref: float) -> float:

@@ -25,7 +25,6 @@ left out, to bound the cost).
 """
 from __future__ import annotations
 
-import math
 import random
 import time
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from typing import Callable
 
 import numpy as np
 
-from evaluator.buffers import OperandPool
+from evaluator.buffers import OperandPool, rounding_floor
 from evaluator.native import Native
 from evaluator.record import Timing
 
@@ -243,12 +242,6 @@ def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: Oper
     return times, meta
 
 
-def _half_ulp(x: float) -> float:
-    if not x > 0 or math.isinf(x):
-        return 0.0
-    return 2.0 ** (math.floor(math.log2(min(x, 65504.0))) - 11)
-
-
 def verify_outputs(outputs: dict[str, list[dict]], judged: list[str]) -> dict[str, dict]:
     """Per judged callable (the candidate, rivals): whether the sampled outputs of every timed batch were right.
     The tolerance is set by the NVIDIA baselines' own sampled deviations in the same measurement (SPOT_HEADROOM
@@ -256,7 +249,7 @@ def verify_outputs(outputs: dict[str, list[dict]], judged: list[str]) -> dict[st
     base = [o for n, os_ in outputs.items() if n not in judged for o in os_]
     worst_base = max((o["max_abs_diff"] for o in base if o["nonfinite"] == 0), default=0.0)
     largest = max((o["max_abs_ref"] for os_ in outputs.values() for o in os_), default=0.0)
-    tol = max(SPOT_HEADROOM * worst_base, 4 * _half_ulp(largest))
+    tol = max(SPOT_HEADROOM * worst_base, 4 * rounding_floor(largest))
     out = {}
     for name in judged:
         batches = outputs.get(name, [])

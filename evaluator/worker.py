@@ -160,7 +160,8 @@ class Worker:
                             **{k: v for k, v in outputs["candidate"].items() if k not in ("passed", "detail")})
                 if outputs["candidate"]["passed"]:
                     self.progress("state probe: repeated against fresh inputs")
-                    verdict = stateful.probe(callables, "candidate", ops, meta["reps"], None,
+                    held = {n: n not in meta["unheld"] for n in meta["reps"]}
+                    verdict = stateful.probe(callables, "candidate", ops, meta["reps"], held,
                                              REGIMES[mode]["separator"], seed + 909)
                     checker.add("stateless_timing", verdict.pop("passed"), verdict.pop("detail"), **verdict)
                 if all(c.passed for c in checker.checks):
