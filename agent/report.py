@@ -230,11 +230,14 @@ def collect_rows(run_dir: str | Path) -> list[ShapeRow]:
     run_dir = Path(run_dir)
     archive = Archive(run_dir / "archive.sqlite")
     finals: dict[tuple, list[dict]] = {}
+    winners: dict[tuple, dict[str, int]] = {}
     if (run_dir / "campaign.sqlite").is_file():
         from agent.campaign.db import CampaignDB
 
-        for f in CampaignDB(run_dir / "campaign.sqlite").finals():
+        cdb = CampaignDB(run_dir / "campaign.sqlite")
+        for f in cdb.finals():
             finals.setdefault((f["gpu"], f["acc"], tuple(f["shape"])), []).append(f)
+        winners = cdb.mode_winners()
     search_mode = "offline"
     if (run_dir / "campaign.json").is_file():
         search_mode = json.loads((run_dir / "campaign.json").read_text()).get("mode", search_mode)
@@ -247,10 +250,12 @@ def collect_rows(run_dir: str | Path) -> list[ShapeRow]:
         if best is None:
             rows.append(ShapeRow(mode=search_mode, result=None, **common))
             continue
+        # a final mode that played its own tournament measured its winner, which may be another leader
+        by_mode = {m: archive.get(i) or best for m, i in winners.get((key.gpu, key.acc, tuple(key.shape)), {}).items()}
         passed: dict[str, list[EvalResult]] = {}
         failed: dict[str, list[str]] = {}  # a final evaluation that failed a check is shown, never dropped quietly
         for f in finals.get((key.gpu, key.acc, tuple(key.shape)), []):
-            if f["source_hash"] == best.source_hash:
+            if f["source_hash"] == by_mode.get(f["mode"], best).source_hash:
                 if f["result"].ok:
                     passed.setdefault(f["mode"], []).append(f["result"])
                 else:
@@ -261,9 +266,11 @@ def collect_rows(run_dir: str | Path) -> list[ShapeRow]:
                 res, spread = median_measurement(passed[mode])
             else:  # no passing final here (none yet, or each one failed): the search's own figure, in its own mode
                 res, spread = (best.result if mode == own_mode else None), []
-            rows.append(ShapeRow(mode=mode, result=res, kernel_path=best.kernel_path, variant_id=best.id,
-                                 proposer=best.proposer, final=mode in passed,
-                                 extra={"final_speedups": spread, "final_failed": failed.get(mode, [])}, **common))
+            win = by_mode.get(mode, best)
+            rows.append(ShapeRow(mode=mode, result=res, kernel_path=win.kernel_path, variant_id=win.id,
+                                 proposer=win.proposer, final=mode in passed,
+                                 extra={"final_speedups": spread, "final_failed": failed.get(mode, []),
+                                        "mode_winner": win.id != best.id}, **common))
     return rows
 
 

@@ -9,6 +9,9 @@ repeat makes another leader the candidate. A leader's figure per repeat is the m
 t_baseline / t_leader, all from the same rounds.
 
     python3 scripts/tournament.py RUN_DIR --out DIR [--top 4] [--repeats 2] [--rounds 15] [--shapes FILE]
+                                  [--mode offline|server|back-to-back|separated|...]
+
+`--mode` times the tournaments in another regime (a campaign plays one per final mode, `docs/campaigns.md`).
 
 DIR/tournament.json keeps every evaluation (per-round times included); DIR/tournament.md is the table: per shape
 each leader's run figures (pooled search readings, and the run's tournament figure "T"), its figures here, the
@@ -28,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agent.shapes import load_shapes  # noqa: E402
+from evaluator.contract import MODES  # noqa: E402
 from recheck_finals import _fmt, load_picks  # noqa: E402
 
 BASELINE = "cublaslt-autotune-max"
@@ -62,7 +66,7 @@ def leaders(run_dir: Path, acc: str, top: int, shapes: list | None) -> list[dict
     return out
 
 
-def play(group: dict, acc: str, repeats: int, rounds: int) -> None:
+def play(group: dict, acc: str, repeats: int, rounds: int, mode: str = "offline") -> None:
     from evaluator.api import evaluate
 
     lead = group["leaders"]
@@ -70,7 +74,7 @@ def play(group: dict, acc: str, repeats: int, rounds: int) -> None:
     for r in range(repeats):
         cand = lead[r % len(lead)]
         rivals = {str(v["id"]): v["source"] for v in lead if v is not cand}
-        res = evaluate(cand["source"], group["shape"], acc=acc, rivals=rivals, rounds=rounds)
+        res = evaluate(cand["source"], group["shape"], acc=acc, mode=mode, rivals=rivals, rounds=rounds)
         h2h = res.head_to_head(BASELINE) if res.ok else {}
         timing = res.candidate.detail.get("timing", {}) if res.candidate else {}
         figures = {str(cand["id"]): h2h.get("candidate")}
@@ -120,6 +124,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=15, help="timed rounds per evaluation")
     ap.add_argument("--shapes", type=Path, help="keep only the run's shapes listed in this shape file")
+    ap.add_argument("--mode", choices=MODES, default="offline", help="timing mode of the tournaments")
     a = ap.parse_args()
     if a.top < 2 or a.repeats < 1:
         ap.error("--top needs at least 2 leaders and --repeats at least 1")
@@ -136,10 +141,10 @@ def main() -> int:
         return 2
     a.out.mkdir(parents=True, exist_ok=True)
     meta = {"run": a.run_dir.name, "device": device_name(0), "date": datetime.date.today().isoformat(),
-            "top": a.top, "repeats": a.repeats, "rounds": a.rounds, "picks": load_picks(a.run_dir),
+            "top": a.top, "repeats": a.repeats, "rounds": a.rounds, "mode": a.mode, "picks": load_picks(a.run_dir),
             "command": "python3 scripts/tournament.py " + " ".join(sys.argv[1:])}
     for g in groups:
-        play(g, a.acc, a.repeats, a.rounds)
+        play(g, a.acc, a.repeats, a.rounds, a.mode)
         kept = [{**g, "leaders": [{k: v for k, v in x.items() if k != "source"} for x in g["leaders"]]}
                 for g in groups if "evals" in g]
         (a.out / "tournament.json").write_text(json.dumps({"meta": meta, "shapes": kept}, indent=1))

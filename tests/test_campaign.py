@@ -84,7 +84,8 @@ class TournamentSeam(ReplaySeam):
         r = super().evaluate(source, shape, acc=acc, mode=mode, profile=profile)
         if not rivals:
             return r
-        self._write({"op": "tournament", "rivals": list(rivals), "rounds": rounds, "shape": list(shape)})
+        self._write({"op": "tournament", "rivals": list(rivals), "rounds": rounds, "shape": list(shape),
+                     "mode": mode})
         g = copy.deepcopy(self.golden)
         timing = g.candidate.detail["timing"]
         h = g.head_to_head()
@@ -426,18 +427,42 @@ def test_a_tournament_of_leaders_picks_the_winner_and_is_played_once(tmp_path):
     assert [i for i, _ in t["figures"]] == [v.id for v in reversed(search)] == [v.id for v in ranked[:3]]
     assert all(arch.remeasures(v.id) == [] for v in ranked)  # no separate second measurements
     recs = log_records(tmp_path / "calls.jsonl")
-    played = [r for r in recs if r["op"] == "tournament"]
+    played = [r for r in recs if r["op"] == "tournament" and r["mode"] == "offline"]
     assert len(played) == 1 and played[0]["rounds"] == TOURNAMENT_ROUNDS
     assert played[0]["rivals"] == [str(v.id) for v in search[1:]]
     # the players are sent to the build pool together right before it (a resume on a cold cache builds them at once)
     before = recs[:recs.index(played[0]) - 1]  # up to the tournament's own "eval" record
     last_search = max(i for i, r in enumerate(before) if r["op"] == "eval")
     assert {r["hash"] for r in before[last_search + 1:] if r["op"] == "compile"} == {v.source_hash for v in ranked[:3]}
-    finals = [r for r in recs if r["op"] == "eval" and r["mode"] == "server"]
-    assert [r["hash"] for r in finals] == [ranked[0].source_hash]
+    offline = [r for r in recs if r["op"] == "eval" and r["mode"] == "offline"]
+    assert offline[-1]["hash"] == ranked[0].source_hash  # the offline final measures the search's winner
     nodes = [json.loads(line) for line in (cfg.run_dir / "transcript.jsonl").open()]
     tour = [n for n in nodes if n["node"] == "tournament"]
     assert len(tour) == 1 and tour[0]["output"]["figures"] == {str(i): f for i, f in t["figures"]}
+    # server mode plays its own tournament of the same leaders (the seam reverses their order there too, so the
+    # leader ranked third wins it) and its finals measure that winner
+    served = [r for r in recs if r["op"] == "tournament" and r["mode"] == "server"]
+    assert len(served) == 1 and served[0]["rivals"] == [str(v.id) for v in ranked[1:3]]
+    assert CampaignDB(cfg.run_dir / "campaign.sqlite").get_mode_winner(GPU, "fp32", shape, "server")[
+        "variant_id"] == ranked[2].id
+    finals = [r for r in recs[recs.index(served[0]) + 1:] if r["op"] == "eval" and r["mode"] == "server"]
+    assert [r["hash"] for r in finals] == [ranked[2].source_hash]
+    assert {f["variant_id"] for f in CampaignDB(cfg.run_dir / "campaign.sqlite").finals() if f["mode"] == "server"} \
+        == {ranked[2].id}
+    mode_tour = [n for n in nodes if n["node"] == "mode_tournament"]
+    assert [n["input"]["mode"] for n in mode_tour] == ["server"]
+    # the report shows each mode's own winner; the export carries it beside the best, named for its mode
+    from agent.campaign.archive_io import export_archive
+    from agent.report import collect_rows
+
+    rows = {r.mode: r for r in collect_rows(cfg.run_dir)}
+    assert (rows["offline"].variant_id, rows["server"].variant_id) == (ranked[0].id, ranked[2].id)
+    assert rows["server"].final and rows["server"].extra["mode_winner"]
+    manifest = export_archive(cfg.run_dir / "archive.sqlite", tmp_path / "export", run_dir=cfg.run_dir)
+    assert [(e["variant_id"], e["winner_in_modes"]) for e in manifest["kernels"]] == [(ranked[0].id, []),
+                                                                                       (ranked[2].id, ["server"])]
+    assert manifest["kernels"][1]["file"].endswith("_server.cu") and "server" in manifest["kernels"][1][
+        "speedups_by_mode"]
     campaign(tmp_path, [shape], budget=6, final_repeats=1, seam=TournamentSeam(tmp_path / "calls.jsonl"))
     assert [r for r in log_records(tmp_path / "calls.jsonl")[len(recs):] if r["op"] in ("eval", "tournament")] == []
 
@@ -456,7 +481,8 @@ def test_a_rival_refused_in_a_tournament_leaves_and_the_next_leader_plays(tmp_pa
     arch = Archive(cfg.run_dir / "archive.sqlite")
     again = arch.remeasures(order[1])
     assert [r.status for r in again] == ["incorrect"] and "tournament: wrong output" in again[0].reason
-    played = [r["rivals"] for r in log_records(tmp_path / "calls.jsonl") if r["op"] == "tournament"]
+    played = [r["rivals"] for r in log_records(tmp_path / "calls.jsonl") if r["op"] == "tournament"
+              and r["mode"] == "offline"]
     # the second is led by the first's winner (order[2], given the fastest rounds), with order[0] and order[3]
     assert played == [[str(order[1]), str(order[2])], [str(order[0]), str(order[3])]]
     assert {i for i, _ in arch.tournament(GPU, "fp32", shape)["figures"]} == {order[0], order[2], order[3]}

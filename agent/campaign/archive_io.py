@@ -79,11 +79,13 @@ def export_archive(db: Path, out_dir: Path, *, best_only: bool = True, run_dir: 
         raise ArchiveIOError(f"no archive at {db}")
     archive = Archive(db)
     finals: dict[tuple, dict[str, Any]] = {}
+    winners: dict[tuple, dict[str, int]] = {}
     if run_dir is not None and (run_dir / "campaign.sqlite").is_file():
         from agent.campaign.db import CampaignDB
         from agent.report import median_measurement
 
         repeats: dict[tuple, list] = {}
+        winners = CampaignDB(run_dir / "campaign.sqlite").mode_winners()
         for f in CampaignDB(run_dir / "campaign.sqlite").finals():
             repeats.setdefault((f["gpu"], f["acc"], tuple(f["shape"]), f["source_hash"], f["mode"]), []).append(
                 f["result"])
@@ -103,13 +105,19 @@ def export_archive(db: Path, out_dir: Path, *, best_only: bool = True, run_dir: 
     entries = []
     for key in archive.shapes():
         ranked = archive.ranked(key.gpu, key.acc, key.shape, baseline)
-        for v in ranked[:1] if best_only else ranked:
-            name = f"{shape_dir(v.shape)}_{v.acc}_{_slug(v.gpu)}" + ("" if best_only else f"_{v.id}") + ".cu"
+        won = winners.get((key.gpu, key.acc, tuple(key.shape)), {})
+        chosen = ranked if not best_only else ranked[:1] + [
+            v for i in dict.fromkeys(won.values()) if ranked and i != ranked[0].id and (v := archive.get(i))]
+        for v in chosen:
+            # a final mode's own winner (another leader) is exported beside the best, named for its modes
+            modes = sorted(m for m, i in won.items() if i == v.id)
+            tag = "" if not best_only or v is chosen[0] else "_" + "-".join(modes)
+            name = f"{shape_dir(v.shape)}_{v.acc}_{_slug(v.gpu)}" + (f"_{v.id}" if not best_only else tag) + ".cu"
             rel = f"kernels/{name}"
             (out_dir / rel).write_text(v.read_source())
             by_mode = dict(finals.get((v.gpu, v.acc, tuple(v.shape), v.source_hash), {}))
             by_mode.setdefault(v.result.mode, v.result)
-            entries.append(_entry(v, by_mode, rel))
+            entries.append({**_entry(v, by_mode, rel), "winner_in_modes": modes})
     manifest = {"format": FORMAT, "version": VERSION, "contract": SIGNATURE, "exported_at": time.time(),
                 "source_archive": str(Path(db).resolve()), "selection": f"best by {baseline}" if best_only else
                 "every correct variant", "kernels": entries}

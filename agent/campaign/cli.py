@@ -85,6 +85,9 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
                    help="before choosing each shape's winner, time its N leaders head to head in the same rounds of "
                         "one evaluation and take the fastest there (default 3; 0: the search's fastest measurement "
                         "wins)")
+    p.add_argument("--no-mode-winners", action="store_true",
+                   help="measure the search's winner in every final mode; by default each final mode other than "
+                        "the search's times the same leaders head to head in that mode and measures its own winner")
     p.set_defaults(func=cmd_campaign)
 
     a = sub.add_parser("archive", help="export or import contract kernels")
@@ -153,7 +156,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
                                                                              or global_archive_path()),
                              final_modes=tuple(m for m in args.final_modes.split(",") if m),
                              final_repeats=args.final_repeats, confirm_top=args.confirm_top,
-                             n_per_step=args.per_step, lanes=args.lanes)
+                             mode_winners=not args.no_mode_winners, n_per_step=args.per_step, lanes=args.lanes)
     except (ShapeFileError, ConfigError, CampaignError) as e:
         return _err(str(e))
     from evaluator.session import has_gpu

@@ -1,6 +1,8 @@
-"""A campaign run's own bookkeeping beside its archive: the final measurements of each shape's best kernel."""
+"""A campaign run's own bookkeeping beside its archive: the final measurements of each shape's best kernel, and
+which kernel won each final mode's tournament."""
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -28,6 +30,8 @@ class CampaignDB:
                 c.execute("INSERT OR IGNORE INTO final_runs SELECT gpu, acc, m, n, k, mode, 0, variant_id, "
                           "source_hash, result, created_at FROM finals")
                 c.execute("DROP TABLE finals")
+            c.execute("CREATE TABLE IF NOT EXISTS mode_winners (gpu TEXT, acc TEXT, m INT, n INT, k INT, mode TEXT, "
+                      "variant_id INT, figures TEXT, created_at REAL, PRIMARY KEY (gpu, acc, m, n, k, mode))")
 
     @contextmanager
     def _conn(self) -> Iterator[sqlite3.Connection]:
@@ -48,6 +52,28 @@ class CampaignDB:
         with self._conn() as c:
             c.execute("INSERT OR REPLACE INTO final_runs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                       (gpu, acc, *shape, mode, rep, variant_id, source_hash, scrub(res.to_json()), time.time()))
+
+    def get_mode_winner(self, gpu, acc, shape, mode) -> dict[str, Any] | None:
+        """{"variant_id", "figures": {variant id: its figure in the mode's tournament}} or None (not played)."""
+        with self._conn() as c:
+            r = c.execute("SELECT variant_id, figures FROM mode_winners WHERE gpu=? AND acc=? AND m=? AND n=? AND k=? "
+                          "AND mode=?", (gpu, acc, *shape, mode)).fetchone()
+        return {"variant_id": r[0], "figures": {int(i): f for i, f in json.loads(r[1]).items()}} if r else None
+
+    def put_mode_winner(self, gpu, acc, shape, mode, variant_id: int, figures: dict[int, float]) -> None:
+        with self._conn() as c:
+            c.execute("INSERT OR REPLACE INTO mode_winners VALUES (?,?,?,?,?,?,?,?,?)",
+                      (gpu, acc, *shape, mode, variant_id, json.dumps({str(i): f for i, f in figures.items()}),
+                       time.time()))
+
+    def mode_winners(self) -> dict[tuple, dict[str, int]]:
+        """(gpu, acc, shape) -> {mode: variant id} for every mode whose tournament was played."""
+        with self._conn() as c:
+            rows = c.execute("SELECT gpu, acc, m, n, k, mode, variant_id FROM mode_winners").fetchall()
+        out: dict[tuple, dict[str, int]] = {}
+        for r in rows:
+            out.setdefault((r[0], r[1], (r[2], r[3], r[4])), {})[r[5]] = r[6]
+        return out
 
     def finals(self) -> list[dict[str, Any]]:
         with self._conn() as c:

@@ -20,7 +20,6 @@ The GPU is reached only through a `Seam` (compile, evaluate); tests replace it w
 """
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import os
@@ -37,7 +36,7 @@ from agent.campaign.db import CampaignDB
 from agent.campaign.progress import PROGRESS_BASELINES, Progress, ShapeProgress
 from agent.shapes import Shape, shape_str
 from evaluator.contract import MODES
-from evaluator.record import EvalResult
+from evaluator.record import BEST_NVIDIA, EvalResult
 from evaluator.session import GPUChoiceError, GPUSession
 
 SEED_PROPOSER = "seed:global-archive"
@@ -177,6 +176,9 @@ class CampaignConfig:
     final_repeats: int = 3  # separate evaluations per final mode; reports take their median
     # time this many leaders head to head before the winner is chosen (0: the search's fastest wins)
     confirm_top: int = 3
+    # each final mode other than the search's plays its own tournament of the leaders, whose winner it measures:
+    # the fastest kernel back to back is not always the fastest in a single cold call (server mode)
+    mode_winners: bool = True
     n_per_step: int = 4
     compile_workers: int | None = None
     retrieve: bool = True
@@ -361,23 +363,52 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
             if not refused:
                 return
 
+    def mode_winner(shape: Shape, mode: str, best):
+        """The leader that is fastest in `mode`: the search's winner where the mode is the search's own (or no
+        tournament can be played), else the winner of one tournament of the top `confirm_top` leaders timed in that
+        mode (kept in campaign.sqlite, so a resumed run does not replay it). A leader whose timed output is wrong
+        there cannot win."""
+        if mode == cfg.mode or not cfg.mode_winners or cfg.confirm_top < 2 or not seam.tournaments:
+            return best
+        known = cdb.get_mode_winner(gpu, acc, shape, mode)
+        if known is not None:
+            return archive.get(known["variant_id"]) or best
+        lead = archive.ranked(gpu, acc, shape)[:cfg.confirm_top]
+        if len(lead) < 2:
+            return best
+        first, rivals = lead[0], {str(v.id): v.read_source() for v in lead[1:]}
+        res = seam.evaluate(first.read_source(), shape, acc=acc, mode=mode, profile=cfg.profile, rivals=rivals,
+                            rounds=TOURNAMENT_ROUNDS)
+        figures = ({int(n) if n != "candidate" else first.id: f for n, f in res.head_to_head(BEST_NVIDIA).items()}
+                   if res.ok else {})
+        transcript.append(thread=f"{gpu}|{acc}|{shape_str(shape)}", shape=shape, step=None, node="mode_tournament",
+                          input={"variant_ids": [v.id for v in lead], "mode": mode, "rounds": TOURNAMENT_ROUNDS},
+                          output={"status": res.status, "reason": res.reason[:300], "refused": res.rivals_refused()
+                                  if res.ok else {}, "figures": {str(i): f for i, f in figures.items()}})
+        if not figures:  # the leader failed there, or no round-by-round times came back: the search's winner stands
+            return best
+        win = max(figures, key=lambda i: (figures[i], i == best.id))
+        cdb.put_mode_winner(gpu, acc, shape, mode, win, figures)
+        return archive.get(win) or best
+
     def finalize(shape: Shape) -> None:
-        """Confirm the leaders, measure the winner in each final mode (the search used one), and share the variants
-        globally."""
+        """Confirm the leaders, measure each final mode's winner in that mode (the search used one), and share the
+        variants globally."""
         if cfg.confirm_top > 0:
             (tournament if seam.tournaments else confirm)(shape)
         best = archive.best(gpu, acc, shape)
-        if best is not None:
-            src = best.read_source()
-            for mode, rep in itertools.product(cfg.final_modes, range(cfg.final_repeats)):
-                if cdb.get_final(gpu, acc, shape, mode, best.source_hash, rep) is not None:
+        for mode in cfg.final_modes if best is not None else ():
+            win = mode_winner(shape, mode, best)
+            src = win.read_source()
+            for rep in range(cfg.final_repeats):
+                if cdb.get_final(gpu, acc, shape, mode, win.source_hash, rep) is not None:
                     continue
                 res = seam.evaluate(src, shape, acc=acc, mode=mode, profile=cfg.profile)
                 if res.status in ("no_gpu", "error"):
                     continue
-                cdb.put_final(gpu, acc, shape, mode, best.id, best.source_hash, res, rep)
+                cdb.put_final(gpu, acc, shape, mode, win.id, win.source_hash, res, rep)
                 transcript.append(thread=f"{gpu}|{acc}|{shape_str(shape)}", shape=shape, step=None, node="final",
-                                  input={"variant_id": best.id, "mode": mode, "repeat": rep},
+                                  input={"variant_id": win.id, "mode": mode, "repeat": rep},
                                   output={"status": res.status, "speedups": {n: res.speedup(n) for _, n in
                                                                               PROGRESS_BASELINES}})
         if gdb is not None:
