@@ -24,12 +24,16 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_inspect_and_report_read_the_sample_run_by_its_path(tmp_path):
+    import shutil
+
+    # a copy: opening a run's databases may add tables or switch their journal, and the checkout must stay clean
+    sample = shutil.copytree(SAMPLE, tmp_path / "sample_run")
     shapes = ["x".join(map(str, s)) for s in json.loads((SAMPLE / "campaign.json").read_text())["shapes"]]
-    shown = _cli("inspect", str(SAMPLE), cwd=tmp_path)
+    shown = _cli("inspect", str(sample), cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert all(s in shown.stdout for s in shapes), shown.stdout
     out = tmp_path / "report.html"
-    made = _cli("report", str(SAMPLE), "-o", str(out), cwd=tmp_path)
+    made = _cli("report", str(sample), "-o", str(out), cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     html = out.read_text()
     assert '<table class="summary"' in html and all(s in html for s in shapes)
