@@ -183,3 +183,19 @@ def test_variations_are_made_checked_and_exact_on_a_gpu(tmp_path, monkeypatch):
         nat.release_callables()
         ops.free()
         ref.free()
+
+
+def test_a_cublaslt_without_the_configuration_api_keeps_the_heuristics_list():
+    from evaluator.baselines import offered_lt_algos
+    from evaluator.native import NativeError
+
+    class Old(FakeLt):
+        def lt_heuristics(self, tn, acc16, m, n, k, max_algos):
+            return _heuristic((0, 3, 11, 1, 0, 0, 0, 0, 0))
+
+        def lt_algo_ids(self, acc16):
+            raise NativeError("cuBLASLt algorithm ids: not supported")
+
+    algos, origin = offered_lt_algos(Old({0: _caps()}), (512, 512, 512), False, False)
+    assert algos == _heuristic((0, 3, 11, 1, 0, 0, 0, 0, 0))
+    assert origin["heuristic"] == 1 and origin["variations"] == 0 and "not supported" in origin["error"]
