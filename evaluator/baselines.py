@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Callable
 
 from evaluator.buffers import OperandPool, OperandSet, Reference
-from evaluator.native import Native
+from evaluator.lt_variations import lt_variations
+from evaluator.native import Native, NativeError
 from evaluator.timing import Profile, steady_calls
 
 NAMES = ("torch", "cublas-NN", "cublas-TN", "cublaslt-heuristic-NN", "cublaslt-heuristic-TN",
@@ -21,7 +22,9 @@ MAX_LT_ALGOS = 1024
 # power-steady (short bursts after a neighbour's clock state rank big-shape algorithms wrongly, and screening picks
 # of mid shapes ran up to 2.7% slower than the best algorithm), with the finalists kept so that the runners-up are
 # timed beside the pick in every measurement: the pick is then made again in the measurement's own regime.
-AUTOTUNE_METHOD = "steady-3"
+# "steady-4": as steady-3, over the heuristic's list and, where that list is short, the split-K, reduction-scheme,
+# swizzling, tile and stage variations of evaluator.lt_variations.
+AUTOTUNE_METHOD = "steady-4"
 # Runners-up of each layout's AutoTuning timed beside its pick (named cublaslt-autotune-NN#2, ...); the
 # "-max" figure and best NVIDIA take the fastest of them in the same rounds.
 EXTRA_FINALISTS = 2
@@ -142,14 +145,27 @@ def autotune_cache_entry(gpu: str, lt_version: int, shape: tuple[int, int, int],
     return key, path, None
 
 
-def valid_lt_algos(nat: Native, shape: tuple[int, int, int], acc16: bool, tn: bool, ops: OperandSet,
-                   ref: Reference) -> tuple[list[bytes], list[tuple[int, bytes]]]:
-    """(the algorithms cuBLASLt's heuristic offers, [(callable id, algo)] of those that run and are exact on {0,1}
-    inputs)."""
+def offered_lt_algos(nat: Native, shape: tuple[int, int, int], acc16: bool, tn: bool) -> tuple[list[bytes], dict]:
+    """(cuBLASLt's heuristic's algorithms followed by the variations of evaluator.lt_variations where that list is
+    short, where they came from: {"heuristic": count, "variations": count, and how the variations were found})."""
     m, n, k = shape
     algos = nat.lt_heuristics(int(tn), int(acc16), m, n, k, MAX_LT_ALGOS)
     if not algos:
         raise RuntimeError(f"cuBLASLt offered no algorithm for {m}x{n}x{k} {'TN' if tn else 'NN'}")
+    try:
+        extra, how = lt_variations(nat, shape, acc16, tn, algos)
+    except NativeError as e:  # a cuBLASLt without the configuration API still has its heuristic's list
+        extra, how = [], {"error": str(e)[:300]}
+    return algos + extra, {"heuristic": len(algos), "variations": len(extra), **how}
+
+
+def valid_lt_algos(nat: Native, shape: tuple[int, int, int], acc16: bool, tn: bool, ops: OperandSet,
+                   ref: Reference, algos: list[bytes] | None = None) -> tuple[list[bytes], list[tuple[int, bytes]]]:
+    """(the algorithms offered: `algos`, by default offered_lt_algos's, [(callable id, algo)] of those that run and
+    are exact on {0,1} inputs)."""
+    m, n, k = shape
+    if algos is None:
+        algos, _ = offered_lt_algos(nat, shape, acc16, tn)
     cands: list[tuple[int, bytes]] = []
     ops.fill("binary", 0xA11CE)
     ref.compute(ops)
@@ -167,19 +183,20 @@ def valid_lt_algos(nat: Native, shape: tuple[int, int, int], acc16: bool, tn: bo
 def autotune_lt(nat: Native, gpu: str, lt_version: int, shape: tuple[int, int, int], acc16: bool, tn: bool,
                 ops: OperandSet, ref: Reference, prof: Profile, progress: Callable[[str], None],
                 finalists: int = STEADY_FINALISTS) -> tuple[bytes, dict]:
-    """cuBLASLt-AutoTuning: time up to 100 heuristic algorithms over shuffled rounds on fresh random inputs
-    (the screening). Algorithms that fail or give wrong results on {0,1} inputs are dropped. The screening's
-    `finalists` leaders are timed again power-steady (as a big-shape candidate is: each at its own clock) and the
-    best of that is kept; `finalists` below 2 keeps the screening's best (scripts/autotune_check.py compares). The
-    choice is cached per GPU, cuBLASLt version, shape, accumulator and layout, with the method that made it; only
-    AUTOTUNE_METHOD's picks are reused."""
+    """cuBLASLt-AutoTuning: time the algorithms the heuristic offers (with their variations where it offers few,
+    offered_lt_algos) over shuffled rounds on fresh random inputs (the screening). Algorithms that fail or give
+    wrong results on {0,1} inputs are dropped. The screening's `finalists` leaders are timed again power-steady (as
+    a big-shape candidate is: each at its own clock) and the best of that is kept; `finalists` below 2 keeps the
+    screening's best. The choice is cached per GPU, cuBLASLt version, shape, accumulator and layout, with the
+    method that made it; only AUTOTUNE_METHOD's picks are reused."""
     m, n, k = shape
     rounds = prof.autotune_rounds
     layout = "TN" if tn else "NN"
     key, path, rec = autotune_cache_entry(gpu, lt_version, shape, acc16, layout, rounds)
     if rec is not None and isinstance(rec.get("detail"), dict):  # anything else is tuned again
         return bytes.fromhex(rec["algo"]), {**rec["detail"], "cached": True}
-    algos, cands = valid_lt_algos(nat, shape, acc16, tn, ops, ref)
+    algos, origin = offered_lt_algos(nat, shape, acc16, tn)
+    _, cands = valid_lt_algos(nat, shape, acc16, tn, ops, ref, algos)
     if not cands:
         raise RuntimeError(f"no cuBLASLt algorithm passed the exact check for {key}")
     rng = random.Random(k * 1_000_003 + n * 1009 + m)
@@ -196,7 +213,13 @@ def autotune_lt(nat: Native, gpu: str, lt_version: int, shape: tuple[int, int, i
     ranked = sorted(times, key=lambda c: statistics.median(times[c]))
     screened = list(ranked)
     best_cid = ranked[0]
-    detail: dict = {"algos_offered": len(algos), "algos_valid": len(cands)}
+    n_heur = origin["heuristic"]
+    detail: dict = {"algos_offered": len(algos), "algos_valid": len(cands), "algos_heuristic": n_heur,
+                    "algos_variations": origin["variations"],
+                    "variations_valid": sum(algos.index(a) >= n_heur for _, a in cands)}
+    how = {name: v for name, v in origin.items() if name not in ("heuristic", "variations")}
+    if how:
+        detail["variations"] = how
     if finalists > 1 and len(ranked) > 1:
         leaders = ranked[:finalists]
         medians = steady_medians(nat, ops, leaders, est, prof, prof.autotune_rounds, rng,
@@ -208,6 +231,7 @@ def autotune_lt(nat: Native, gpu: str, lt_version: int, shape: tuple[int, int, i
     detail["finalist_algos"] = [dict(cands)[c].hex() for c in ranked[:1 + EXTRA_FINALISTS]]
     best_algo = dict(cands)[best_cid]
     detail.update({"chosen_heuristic_rank": algos.index(best_algo),
+                   "chosen_variation": algos.index(best_algo) >= n_heur,
                    "valid_rank": [a for _, a in cands].index(best_algo), "screening_rank": screened.index(best_cid),
                    "median_ms": statistics.median(times[best_cid]), "rounds": rounds, "cached": False})
     tmp = path.with_suffix(".tmp")

@@ -275,8 +275,12 @@ def _baseline_detail(d: dict) -> str:
         how = (f"{d['steady']['finalists']} leaders re-timed power-steady" if "steady" in d else "screening only")
         ratio = held_over_burst(d)
         held = "" if ratio is None else f", held/burst {ratio:.2f}"
-        return (f"{d['algos_valid']}/{d.get('algos_offered', '?')} algos valid, {how}, picked screening "
-                f"#{d.get('screening_rank', 0) + 1}" + held + (", cached" if d.get("cached") else ""))
+        variations = (f" ({d.get('variations_valid', '?')} of {d['algos_variations']} variations)"
+                      if d.get("algos_variations") else "")
+        picked = f"picked screening #{d.get('screening_rank', 0) + 1}" + (
+            " (a variation)" if d.get("chosen_variation") else "")
+        return (f"{d['algos_valid']}/{d.get('algos_offered', '?')} algos valid{variations}, {how}, {picked}" + held
+                + (", cached" if d.get("cached") else ""))
     return ", ".join(f"{dk}={dv}" for dk, dv in list(d.items())[:3])
 
 

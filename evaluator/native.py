@@ -56,6 +56,10 @@ _SIGS = {
     "cl2_register_cublas": (c_int, [c_int, c_int, c_int, c_int, c_int]),
     "cl2_lt_heuristics": (c_int, [c_int, c_int, c_int, c_int, c_int, c_int, c_void_p]),
     "cl2_register_lt": (c_int, [c_int, c_int, c_int, c_int, c_int, c_void_p]),
+    "cl2_lt_algo_ids": (c_int, [c_int, c_int, POINTER(c_int)]),
+    "cl2_lt_algo_caps": (c_int, [c_int, c_int, c_int, POINTER(c_int)]),
+    "cl2_lt_algo_try": (c_int, [c_int, c_int, c_int, c_int, c_int, c_void_p, c_int, POINTER(c_int), c_void_p,
+                                POINTER(c_int), POINTER(c_int), POINTER(c_double), POINTER(c_float)]),
     "cl2_release_callables": (c_int, []),
     "cl2_call": (c_int, [c_int, c_void_p, c_void_p, c_void_p, c_void_p]),
     "cl2_hold": (c_int, []),
@@ -72,7 +76,8 @@ _SIGS = {
     "cl2_escape_probe": (c_int, [c_int, c_void_p, c_void_p, c_void_p, c_void_p, c_int, POINTER(c_double)]),
 }
 
-HALF_NAN_POISON = 0x7E00  # canonical quiet NaN: C is filled with it before every checked call
+HALF_NAN_POISON = 0x7E00
+LT_CONFIG_FIELDS = 9  # cl2_lt_algo_try's configuration fields (evaluator.lt_variations.FIELDS)  # canonical quiet NaN: C is filled with it before every checked call
 
 
 class Native:
@@ -174,6 +179,48 @@ class Native:
         if got < 0:
             raise NativeError(f"cuBLASLt heuristics: {self.lib.cl2_last_error().decode()}")
         return [buf.raw[64 * i: 64 * (i + 1)] for i in range(got)]
+
+    def lt_algo_ids(self, acc16: int, max_ids: int = 1024) -> list[int]:
+        ids = (c_int * max_ids)()
+        got = self.lib.cl2_lt_algo_ids(acc16, max_ids, ids)
+        if got < 0:
+            raise NativeError(f"cuBLASLt algorithm ids: {self.lib.cl2_last_error().decode()}")
+        return list(ids[:got])
+
+    def lt_algo_caps(self, acc16: int, algo_id: int) -> dict | None:
+        """What algorithm `algo_id` lets a caller configure (split-K, reduction schemes, swizzling, tiles, stages), or
+        None where cuBLASLt has no such algorithm for these types."""
+        out = (c_int * 4096)()
+        got = self.lib.cl2_lt_algo_caps(acc16, algo_id, len(out), out)
+        if got == -1:
+            return None
+        if got < 0:
+            raise NativeError(f"cuBLASLt algorithm {algo_id}: {self.lib.cl2_last_error().decode()}")
+        n_tiles, n_stages = out[3], out[4]
+        return {"splitk": bool(out[0]), "reduction_mask": out[1], "swizzle": bool(out[2]),
+                "tiles": tuple(out[5:5 + n_tiles]), "stages": tuple(out[5 + n_tiles:5 + n_tiles + n_stages])}
+
+    def lt_algo_try(self, tn: int, acc16: int, m: int, n: int, k: int, bases: list[bytes],
+                    rows: list[tuple[int, ...]]) -> list[dict]:
+        """Each row (base index or -1, then the 9 configuration fields of evaluator.lt_variations.FIELDS, -1 to
+        keep) applied and checked by cuBLASLt for this problem: per row its status (0: runs within the baselines'
+        workspace), 64-byte record, fields as read back, workspace bytes and wave count."""
+        width = 1 + LT_CONFIG_FIELDS
+        if any(len(b) != 64 for b in bases) or any(len(r) != width or r[0] >= len(bases) for r in rows):
+            raise ValueError(f"64-byte records, and rows of {width} ints that start from one of the {len(bases)}")
+        count = len(rows)
+        if count == 0:
+            return []
+        base_buf = ctypes.create_string_buffer(b"".join(bases), max(64, 64 * len(bases)))
+        flat = (c_int * (width * count))(*[v for r in rows for v in r])
+        algos = ctypes.create_string_buffer(64 * count)
+        cfg = (c_int * (LT_CONFIG_FIELDS * count))()
+        status, ws, waves = (c_int * count)(), (c_double * count)(), (c_float * count)()
+        self._check(self.lib.cl2_lt_algo_try(tn, acc16, m, n, k, base_buf, count, flat, algos, cfg, status, ws,
+                                             waves), "cuBLASLt algorithm check")
+        return [{"status": status[i], "algo": algos.raw[64 * i:64 * (i + 1)],
+                 "config": tuple(cfg[LT_CONFIG_FIELDS * i:LT_CONFIG_FIELDS * (i + 1)]), "workspace": int(ws[i]),
+                 "waves": float(waves[i])} for i in range(count)]
 
     def register_lt(self, tn: int, acc16: int, m: int, n: int, k: int, algo: bytes | None) -> int:
         ptr = ctypes.create_string_buffer(algo, 64) if algo else None

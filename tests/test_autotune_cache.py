@@ -34,6 +34,7 @@ def test_a_current_pick_is_found_and_keyed_by_everything_it_depends_on():
 @pytest.mark.parametrize("rec", [
     lambda key: {"key": key, "algo": "ab01", "rounds": 3, "detail": {}},  # the screening-only method: no tag
     lambda key: {"key": key, "algo": "ab01", "rounds": 3, "method": "steady-1", "detail": {}},  # big shapes only
+    lambda key: {"key": key, "algo": "ab01", "rounds": 3, "method": "steady-3", "detail": {}},  # no variations
     lambda key: {"key": key, "algo": "ab01", "rounds": 3, "method": "screening", "detail": {}},  # finalists < 2
     lambda key: {"key": key, "algo": "ab01", "rounds": 2, "method": AUTOTUNE_METHOD, "detail": {}},
     lambda key: {"key": key + "x", "algo": "ab01", "rounds": 3, "method": AUTOTUNE_METHOD},

@@ -149,5 +149,10 @@ def test_baselines_table_says_how_each_autotuning_pick_was_made():
                                         "held/burst 1.14, cached")
     assert _baseline_detail({"algos_offered": 3, "algos_valid": 3, "screening_rank": 0}) == (
         "3/3 algos valid, screening only, picked screening #1")
+    varied = {"algos_offered": 136, "algos_valid": 101, "algos_variations": 128, "variations_valid": 94,
+              "chosen_variation": True, "screening_rank": 1, "steady": {"finalists": 4, "chosen_finalist": 0,
+                                                                        "finalist_median_ms": [0.2]}}
+    assert _baseline_detail(varied) == ("101/136 algos valid (94 of 128 variations), 4 leaders re-timed "
+                                        "power-steady, picked screening #2 (a variation)")
     plain = {"algo": "heuristic top-1", "workspace_mib": 64}
     assert _baseline_detail(plain) == "algo=heuristic top-1, workspace_mib=64"

@@ -599,6 +599,167 @@ int cl2_register_lt(int tn, int acc16, int M, int N, int K, const void* algo) {
   return (int)g_calls.size() - 1;
 }
 
+// ---- cuBLASLt configurations beyond the heuristic's list (evaluator/lt_variations.py plans which) -------------
+// Algorithm records travel to and from Python as 64 raw bytes (and are cached as hex).
+static_assert(sizeof(cublasLtMatmulAlgo_t) == 64, "cuBLASLt algorithm records are 64 bytes");
+
+static void lt_types(int acc16, cublasComputeType_t* ct, cudaDataType_t* st) {
+  *ct = acc16 ? CUBLAS_COMPUTE_16F : CUBLAS_COMPUTE_32F;
+  *st = acc16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+static cublasStatus_t lt_init(int acc16, int id, cublasLtMatmulAlgo_t* a) {
+  cublasComputeType_t ct;
+  cudaDataType_t st;
+  lt_types(acc16, &ct, &st);
+  return cublasLtMatmulAlgoInit(g_lt, ct, st, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, id, a);
+}
+
+// The algorithm ids cuBLASLt has for fp16 operands and output with this accumulator (at most max_ids), or -1.
+int cl2_lt_algo_ids(int acc16, int max_ids, int* ids) {
+  cublasComputeType_t ct;
+  cudaDataType_t st;
+  lt_types(acc16, &ct, &st);
+  int found = 0;
+  cublasStatus_t s = cublasLtMatmulAlgoGetIds(g_lt, ct, st, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, max_ids,
+                                              ids, &found);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    fail("cublasLtMatmulAlgoGetIds", 1000 + (int)s);
+    return -1;
+  }
+  return found;
+}
+
+static int cap_list(const cublasLtMatmulAlgo_t* a, cublasLtMatmulAlgoCapAttributes_t attr,
+                    std::vector<uint32_t>& out) {
+  size_t need = 0;
+  out.clear();
+  if (cublasLtMatmulAlgoCapGetAttribute(a, attr, nullptr, 0, &need) != CUBLAS_STATUS_SUCCESS) return -1;
+  if (need < sizeof(uint32_t)) return 0;
+  out.resize(need / sizeof(uint32_t));
+  size_t written = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(a, attr, out.data(), out.size() * sizeof(uint32_t), &written) !=
+      CUBLAS_STATUS_SUCCESS)
+    return -1;
+  out.resize(written / sizeof(uint32_t));
+  return 0;
+}
+
+// What algorithm `id` lets a caller configure: out = [split-K support, reduction-scheme mask, CTA swizzling support,
+// tile count T, stage count S, T tile ids, S stage ids]. Returns the ints written, -1 where cuBLASLt has no such
+// algorithm for these types (cublasLtMatmulAlgoInit refused it), -2 where max_out is too small.
+int cl2_lt_algo_caps(int acc16, int id, int max_out, int* out) {
+  cublasLtMatmulAlgo_t a;
+  cublasStatus_t s = lt_init(acc16, id, &a);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    fail("cublasLtMatmulAlgoInit", 1000 + (int)s);
+    return -1;
+  }
+  int32_t splitk = 0;
+  uint32_t reduction = 0, swizzle = 0;
+  size_t w = 0;
+  // an attribute this cuBLASLt cannot read is a capability it does not offer
+  if (cublasLtMatmulAlgoCapGetAttribute(&a, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &splitk, sizeof(splitk), &w))
+    splitk = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&a, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &reduction, sizeof(reduction),
+                                        &w))
+    reduction = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&a, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swizzle, sizeof(swizzle), &w))
+    swizzle = 0;
+  std::vector<uint32_t> tiles, stages;
+  if (cap_list(&a, CUBLASLT_ALGO_CAP_TILE_IDS, tiles)) tiles.clear();
+  if (cap_list(&a, CUBLASLT_ALGO_CAP_STAGES_IDS, stages)) stages.clear();
+  const int n = 5 + (int)tiles.size() + (int)stages.size();
+  if (n > max_out) {
+    fail("algorithm capabilities: output too small", -2);
+    return -2;
+  }
+  out[0] = splitk != 0;
+  out[1] = (int)reduction;
+  out[2] = swizzle != 0;
+  out[3] = (int)tiles.size();
+  out[4] = (int)stages.size();
+  for (size_t i = 0; i < tiles.size(); ++i) out[5 + i] = (int)tiles[i];
+  for (size_t i = 0; i < stages.size(); ++i) out[5 + tiles.size() + i] = (int)stages[i];
+  return n;
+}
+
+// The configuration fields exchanged with the caller, in this order (kCfgFields ints per configuration).
+const cublasLtMatmulAlgoConfigAttributes_t kCfgAttr[] = {
+    CUBLASLT_ALGO_CONFIG_ID,          CUBLASLT_ALGO_CONFIG_TILE_ID,       CUBLASLT_ALGO_CONFIG_STAGES_ID,
+    CUBLASLT_ALGO_CONFIG_SPLITK_NUM,  CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING,
+    CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID};
+const int kCfgFields = 9;
+
+// Inner and cluster shape ids are 16-bit attributes, the others 32-bit; cuBLASLt checks the size given.
+static bool cfg_is_u16(int f) {
+  return kCfgAttr[f] == CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID || kCfgAttr[f] == CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID;
+}
+
+static cublasStatus_t cfg_set(cublasLtMatmulAlgo_t* a, int f, int v) {
+  if (cfg_is_u16(f)) {
+    uint16_t x = (uint16_t)v;
+    return cublasLtMatmulAlgoConfigSetAttribute(a, kCfgAttr[f], &x, sizeof(x));
+  }
+  uint32_t x = (uint32_t)v;
+  return cublasLtMatmulAlgoConfigSetAttribute(a, kCfgAttr[f], &x, sizeof(x));
+}
+
+static int cfg_get(const cublasLtMatmulAlgo_t* a, int f) {
+  size_t w = 0;
+  if (cfg_is_u16(f)) {
+    uint16_t x = 0;
+    return cublasLtMatmulAlgoConfigGetAttribute(a, kCfgAttr[f], &x, sizeof(x), &w) ? -1 : (int)x;
+  }
+  uint32_t x = 0;
+  return cublasLtMatmulAlgoConfigGetAttribute(a, kCfgAttr[f], &x, sizeof(x), &w) ? -1 : (int)x;
+}
+
+// Configurations of cuBLASLt algorithms, each checked against this problem with cublasLtMatmulAlgoCheck. Row i of
+// `rows` holds 1 + kCfgFields ints: the index of the 64-byte record in `bases` it starts from (-1: a fresh
+// cublasLtMatmulAlgoInit of the row's id), then the fields to set, -1 leaving a field as it is (the id is only read).
+// Per row: status_out (0: it runs here within the workspace the baselines get; -2: it needs more; -3: no id to start
+// from; else 1000 + the cuBLAS status), the record in algos_out, its fields as cuBLASLt reads them back in cfg_out,
+// the workspace it needs and its wave count. Returns 0, or a negative value when the problem cannot be described.
+int cl2_lt_algo_try(int tn, int acc16, int M, int N, int K, const void* bases, int n, const int* rows,
+                    void* algos_out, int* cfg_out, int* status_out, double* ws_out, float* waves_out) {
+  Callable c;
+  c.kind = LT;
+  c.tn = tn, c.acc16 = acc16, c.M = M, c.N = N, c.K = K;
+  int rc = lt_setup(c);
+  if (rc) return -rc;
+  for (int i = 0; i < n; ++i) {
+    const int* row = rows + i * (1 + kCfgFields);
+    cublasLtMatmulAlgo_t a;
+    memset(&a, 0, sizeof(a));
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    int status = 0;
+    if (row[0] >= 0)
+      memcpy(&a, (const char*)bases + 64 * (size_t)row[0], 64);
+    else if (row[1] < 0)
+      status = -3;
+    else
+      s = lt_init(acc16, row[1], &a);
+    for (int f = 1; f < kCfgFields && status == 0 && s == CUBLAS_STATUS_SUCCESS; ++f)
+      if (row[1 + f] >= 0) s = cfg_set(&a, f, row[1 + f]);
+    cublasLtMatmulHeuristicResult_t res;
+    memset(&res, 0, sizeof(res));
+    if (status == 0 && s == CUBLAS_STATUS_SUCCESS)
+      s = cublasLtMatmulAlgoCheck(g_lt, c.desc, c.la, c.lb, c.lc, c.lc, &a, &res);
+    if (status == 0) status = s != CUBLAS_STATUS_SUCCESS ? 1000 + (int)s : (res.workspaceSize > kLtWorkspace ? -2 : 0);
+    status_out[i] = status;
+    memcpy((char*)algos_out + 64 * (size_t)i, &a, 64);
+    for (int f = 0; f < kCfgFields; ++f) cfg_out[i * kCfgFields + f] = cfg_get(&a, f);
+    ws_out[i] = (double)res.workspaceSize;
+    waves_out[i] = res.wavesCount;
+  }
+  cublasLtMatmulDescDestroy(c.desc);
+  cublasLtMatrixLayoutDestroy(c.la);
+  cublasLtMatrixLayoutDestroy(c.lb);
+  cublasLtMatrixLayoutDestroy(c.lc);
+  return 0;
+}
+
 void release_graphs();
 
 int cl2_release_callables() {
