@@ -184,3 +184,17 @@ def test_each_regimes_truth_times_the_screens_leaders_and_every_finalist(monkeyp
     # v7 is faster, but the screen put it last: it is not in the field, which the table shows as the screen rank
     assert steady["fastest"] != "v7" and steady["pick_over_best"] == [1.0]
     assert set(r["configs"]) == {"h0", "h1", "h2", "v0", "v5"}
+
+
+def test_the_per_shape_bar_takes_the_faster_layout_as_best_nvidia_does():
+    """From the H200 check on the dev sample: TN's best of 3 on 12288x512x12288 is 1.8% off TN's fastest, but NN's
+    is its own fastest and the faster of the two, so the shape meets the bar that best NVIDIA's figure needs."""
+    mod = _mod()
+    data = json.loads((Path(__file__).resolve().parents[1] / "docs/benchmarks/data/autotune_check_h200.json")
+                      .read_text())
+    figs = mod.shape_figures(data)
+    lay = data["shapes"]["12288x512x12288 TN"]["regimes"]["back-to-back"]
+    assert max(lay["best_of_3_over_best"]) > 1.01
+    assert figs["12288x512x12288"]["back-to-back"] <= 1.01
+    assert len(figs) == 8 and all(set(v) == {"back-to-back", "separated", "steady"} for v in figs.values())
+    assert "Bar per shape" in mod.table(data) and "met (worst 1.0096" in mod.table(data)
