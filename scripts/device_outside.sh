@@ -3,7 +3,9 @@
 # log in $OUT (or ./device-out). Each SOURCE is an export folder (manifest.json), a run folder (archive.sqlite) or an
 # archive file, exported here first; default examples/sample_run. Options after -- go to the harness.
 #   bash scripts/device_outside.sh [SOURCE ...] [-- --shapes 64x128x128 --graphs ...]
-# Needs the CUTLASS headers: carry .whl (scripts/fetch_device_wheels.sh; only its nvidia_cutlass wheel is used).
+# Needs the CUTLASS headers: carry .whl (scripts/fetch_device_wheels.sh), or just its nvidia_cutlass wheel, the one
+# used. A campaign: export it here first (cudal2 archive export runs/oh_export --run NAME) and carry that folder.
+# COMMIT=<hash> names the code's commit in the output (the device's copy of the tree may have no .git).
 # The harness starts no new shape after BUDGET_S seconds (default 400), so a big export still ends inside one call.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -51,8 +51,8 @@ def cublas_include(extra_includes: list[str] | None = None) -> Path | None:
 
 
 def cublas_link_args() -> list[str] | None:
-    """Linker arguments for cuBLAS and cuBLASLt from one folder; a wheel ships only the versioned names
-    (libcublasLt.so.13), which -l cannot find, so those are named by path. The folder goes in the rpath."""
+    """Linker arguments for cuBLAS and cuBLASLt from one folder, named by path (a wheel ships only the versioned
+    names, libcublasLt.so.13, which -l cannot find). The folder goes in the rpath."""
     for d in candidate_dirs()[1]:
         picked = []
         for name in ("libcublasLt.so", "libcublas.so"):
@@ -60,8 +60,9 @@ def cublas_link_args() -> list[str] | None:
             if not found:
                 break
             picked.append(found[0])
-        if len(picked) == 2:
-            return [*map(str, picked), "-Xlinker", "-rpath", "-Xlinker", str(d.resolve())]
+        if len(picked) == 2:  # nvcc takes no .so.13 as an input file: the linker gets them directly
+            return [a for p in picked for a in ("-Xlinker", str(p))] + ["-Xlinker", "-rpath", "-Xlinker",
+                                                                         str(d.resolve())]
     return None
 
 

@@ -50,6 +50,8 @@ def summarize(regime: dict[str, Any]) -> dict[str, Any]:
     us = regime["us"]
     kern = us.get("kernel") or []
     med = {nm: statistics.median(v) for nm, v in ((nm, [t for t in v if t is not None]) for nm, v in us.items()) if v}
+    # a median of zero or less (a separated call no longer than the separator's noise) is no time to rank by
+    med = {nm: t for nm, t in med.items() if t > 0}
     out: dict[str, Any] = {"kernel_us": quartiles(kern)}
     if "kernel" not in med:
         return out
@@ -59,7 +61,8 @@ def summarize(regime: dict[str, Any]) -> dict[str, Any]:
             continue
         best = min(cands, key=med.__getitem__)
         ratios = [b / k for b, k in zip(us[best], kern) if b is not None and k is not None and b > 0 and k > 0]
-        out[group] = {"callable": best, "us": quartiles(us[best]), "ratio": quartiles(ratios)}
+        if ratios:
+            out[group] = {"callable": best, "us": quartiles(us[best]), "ratio": quartiles(ratios)}
     return out
 
 
@@ -257,6 +260,12 @@ def _findings(rows: list[dict[str, Any]]) -> list[str]:
         for nm, e in (h.get("errors") or {}).items():
             out.append(f"- {name}: {nm} failed: {e}")
         for reg, d in (h.get("regimes") or {}).items():
+            for nm, v in d["us"].items():
+                v = [t for t in v if t is not None]
+                if v and statistics.median(v) <= 0:
+                    net = " (the separator's own time taken out)" if reg == "separated" else ""
+                    out.append(f"- {name}, {reg}: {nm} measured {statistics.median(v):.3g} µs a call{net}, left "
+                               "out of the comparison")
             for nm, n in d.get("sampled_failures", {}).items():
                 out.append(f"- {name}, {reg}: {nm} was outside the tolerance ({h['tolerance']:.3g}) on sampled "
                            f"outputs in {n} timed batch(es), worst {d['sampled_max_abs_err'][nm]:.3g}")

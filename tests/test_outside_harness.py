@@ -176,6 +176,10 @@ def test_best_nvidia_is_the_fastest_by_median_and_ratios_are_taken_round_by_roun
     assert s["best-nvidia"]["ratio"][1] == pytest.approx(1.1)  # rounds 11/10, 30/10, 11/20: median 1.1
     assert s["cublaslt-autotune-TN"]["ratio"][1] == pytest.approx(1.15)  # the round without a time is left out
     assert "cublaslt-autotune-NN" not in s
+    # a separated call no longer than the separator's noise nets out at zero: no time to rank by
+    reg["us"]["cublas-TN"] = [0.0, -0.1, 0.0]
+    assert report.summarize(reg)["best-nvidia"]["callable"] == "cublas-NN"
+    assert report.summarize(reg)["cublas-max"]["callable"] == "cublas-NN"
 
 
 # ------------------------------------------------------------------------------------------ arguments
