@@ -102,8 +102,11 @@ def test_campaign_spreads_shapes_over_gpu_actors(cluster, tmp_path):
     assert os.getpid() not in {e["pid"] for e in ev if e["op"] == "build"}
     # Each shape's tournament reached its GPU's actor with the leaders as rivals (a recorded answer has no rivals'
     # rounds, so the pooled ranking stands there).
-    asked = [e for e in ev if e["op"] == "start" and e["rivals"]]
-    assert sorted(tuple(e["shape"]) for e in asked) == sorted(shapes) and all(1 <= len(e["rivals"]) <= 2 for e in asked)
+    # Server mode, a final mode other than the search's, plays its own tournament of the same leaders.
+    for mode in ("offline", "server"):
+        asked = [e for e in ev if e["op"] == "start" and e["rivals"] and e["mode"] == mode]
+        assert sorted(tuple(e["shape"]) for e in asked) == sorted(shapes), mode
+        assert all(1 <= len(e["rivals"]) <= 2 for e in asked)
     assert all(arch.tournament(GPU, "fp32", s) is None for s in shapes)
 
 
