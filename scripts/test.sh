@@ -28,4 +28,11 @@ fi
 for arg in "$@"; do
   if [ "$arg" = -m ]; then select=(); fi
 done
-exec python3 -m pytest -q ${select[@]+"${select[@]}"} "$@"
+# Without a GPU the tests run in two processes (pytest-xdist), one per core of the CI machine, each test file whole
+# in one of them so that its module fixtures (a retrieval store, a campaign run) are built once. With a GPU they run
+# one at a time: the GPU tests time kernels. A later -n (e.g. -n 0) replaces this.
+workers=()
+if python3 -c 'from evaluator.gpu import has_gpu; raise SystemExit(has_gpu())'; then
+  workers=(-n 2 --dist loadfile)
+fi
+exec python3 -m pytest -q ${workers[@]+"${workers[@]}"} ${select[@]+"${select[@]}"} "$@"

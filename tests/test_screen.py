@@ -488,24 +488,6 @@ def test_object_layer_ignores_the_toolkits_symbols_and_the_allowances():
     assert info.ok, info.log[-3000:]
 
 
-def test_each_family_passes_the_object_layer():
-    """One build per family through the evaluator's compile (text screen, nvcc -c, object screen), in the shared
-    build cache: CuTe builds take a minute or two each on 2 cores the first time, nothing after."""
-    from agent import families
-    from tests.test_families import AMPERE_OK, HOPPER_SLICED, RAW_OK, SMALL_OK
-
-    from evaluator import compile as C
-
-    jobs = {"small": families.get("small").render(SMALL_OK),
-            "ampere_cute": families.get("ampere_cute").render(dict(AMPERE_OK, pdl=True)),
-            "hopper_wgmma": families.get("hopper_wgmma").render(dict(HOPPER_SLICED, pdl=True)),
-            "hopper_raw": families.get("hopper_raw").render(dict(RAW_OK, pdl=True))}
-    assert set(jobs) == set(families.families())
-    infos = C.compile_many(list(jobs.values()), "sm_90a", jobs=2, timeout=900)
-    for name, info in zip(jobs, infos):
-        assert info.ok, f"{name}: {info.log[:3000]}"
-
-
 @pytest.mark.usefixtures("session_build_cache")
 @pytest.mark.parametrize("name,line", [("skip_every_second.cu", 21), ("macro_static_memo.cu", 24)])
 def test_compile_only_refuses_cross_call_state_with_its_line(name, line, tmp_path, capsys):

@@ -14,6 +14,7 @@ seed it returns the same batch.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import random
@@ -137,6 +138,14 @@ def _bottleneck_bias(family: str, parent: dict[str, Any], child: dict[str, Any],
     return 0.0
 
 
+@functools.lru_cache(maxsize=32)
+def _feasible_space(fam: str, shape: tuple[int, int, int], acc: str, arch: str) -> tuple[dict[str, Any], ...]:
+    """A family's feasible configs for a shape, shared by every policy object: a pure function of its arguments that
+    takes hopper_wgmma seconds to enumerate, asked for again by each policy that meets the shape. Bounded, since one
+    hopper_wgmma space holds tens of thousands of configs; a tuple, so that no caller can change what others get."""
+    return tuple(get(fam).space(shape, acc, arch))
+
+
 class BuiltinPolicy:
     """Deterministic for a given seed; never proposes a config twice (history included)."""
 
@@ -148,7 +157,6 @@ class BuiltinPolicy:
         self._spilled: dict[str, list[dict]] = {}
         # (family, canonical full params) -> params of the configs the history shows refused for accuracy
         self._acc_refused: dict[tuple[str, str], dict[str, Any]] = {}
-        self._space_cache: dict[tuple, list[dict[str, Any]]] = {}
         self._mode = "offline"
 
     # -- public -----------------------------------------------------------------------------------------------
@@ -286,12 +294,6 @@ class BuiltinPolicy:
             slots[f] += 1
         return slots
 
-    def _space(self, fam, shape, acc, arch) -> list[dict[str, Any]]:
-        key = (fam, shape, acc, arch)
-        if key not in self._space_cache:
-            self._space_cache[key] = get(fam).space(shape, acc, arch)
-        return self._space_cache[key]
-
     def _pool(self, fam, shape, acc, arch, obs, seeds, rng, wide=False) -> list[tuple[dict[str, Any], str]]:
         mod = get(fam)
         search_domain = getattr(mod, "SEARCH_DOMAIN", mod.DOMAIN)  # knob values worth a search slot
@@ -323,7 +325,7 @@ class BuiltinPolicy:
                     why += f" (parent {label})"
                     self._parents[(fam, canonical(normal_params(fam, q)))] = (p, label)
                 pool.append((q, why))
-        space = self._space(fam, shape, acc, arch)
+        space = _feasible_space(fam, shape, acc, arch)
         k = min(len(space), RANDOM_SAMPLE * (4 if wide else 1))
         for p in rng.sample(space, k) if k else []:
             pool.append((p, "exploration sample of the feasible space"))
