@@ -420,7 +420,7 @@ def test_the_table_names_the_physical_gpus_behind_its_figures(tmp_path):
 
 
 def test_gpu_seconds_count_the_time_a_gpu_was_held_not_the_wait_for_it(tmp_path):
-    """Eight shapes in flight over one GPU (run 45) wait for each other: their wall times summed to 68 GPU-minutes
+    """Eight shapes in flight over one GPU wait for each other: their wall times summed to 68 GPU-minutes
     where the whole run held the machine 18 minutes. Records that kept the time they held a GPU are summed as that;
     a run with older records says that its column is wall time."""
     args = argparse.Namespace(acc="fp32", shapes="shapes.txt", budget=3, per_step=3, ncu="off", lanes=None)

@@ -154,7 +154,7 @@ class SlowCompileSeam(ReplaySeam):
 
 def test_eta_counts_the_wait_for_compiles(tmp_path):
     """The first candidate of a step waits for its batch's compiles; the ETA printed after it counts that wait.
-    Measured evaluation time alone put a 4096^3 step of four 100 s CUTLASS compiles at "ETA 2s" (session 35)."""
+    Measured evaluation time alone put a 4096^3 step of four 100 s CUTLASS compiles at "ETA 2s"."""
     import re
 
     seam = SlowCompileSeam(tmp_path / "calls.jsonl", lanes=1, compile_s=1.0)

@@ -134,7 +134,7 @@ def test_simulation_shows_the_bottleneck_moving():
     # Four times the GPUs: shorter, but not four times (31 shapes per GPU; each shape is a chain of builds).
     wide32 = sim.simulate(sim.Scenario(32, llm="builtin", lanes_per_gpu=16, compile_slots=32 * 256), costs)
     assert wide.wall_s / 4 < wide32.wall_s < wide.wall_s / 1.4 and wide32.bottleneck != "gpu"
-    # With the measured costs (run 37's evaluations, 25-29 CPU s builds) the GPUs are the bottleneck from the start.
+    # With the measured costs (a two-GPU campaign's evaluations, 25-29 CPU s builds) the GPUs are the bottleneck from the start.
     measured = sim.simulate(sim.Scenario(8, llm="builtin"), sim.DEFAULT_COSTS)
     assert measured.bottleneck == "gpu" and measured.busy["compile"] < 0.5
     out = subprocess.run([sys.executable, "scripts/simulate_campaign.py", "simulate", "--gpus", "8", "--shapes", "50",

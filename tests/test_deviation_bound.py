@@ -50,7 +50,7 @@ R55_BASE = {name: _cmp(2.0472, 0.30294) for name in ("cublas-NN", "cublaslt-auto
 
 
 def test_fp16_class_accepts_a_kernel_as_accurate_as_cublas_whatever_its_largest_element_does():
-    # the split-K winner of run 40: RMS 0.995 of cuBLAS's on every draw, max 0.954-1.031 (1.06 in a final evaluation,
+    # a split-K campaign winner: RMS 0.995 of cuBLAS's on every draw, max 0.954-1.031 (1.06 in a final evaluation,
     # which the max rule refused)
     ok, detail, m = accuracy_verdict(_cmp(2.0472 * 1.031, 0.30294 * 0.995), R55_BASE, acc16=True)
     assert ok and "RMS" in detail and m["rms_bound"] == 0.30294

@@ -161,7 +161,7 @@ def test_big_shape_is_timed_power_steady(pool):
 
 def test_short_shape_is_timed_power_steady_when_its_baseline_slows_down_held(pool):
     # 256x2048x16384: ~0.035 ms a call, under steady_min_ms, but on the H200 cuBLASLt-AutoTuning's pick ran 1.13-1.15x
-    # slower held than in its screening's bursts (run 15). Whatever this GPU does, the timing follows that rule.
+    # slower held than in its screening's bursts. Whatever this GPU does, the timing follows that rule.
     r = evaluate((KERNELS / "reference_wmma.cu").read_text(), (256, 2048, 16384), pool=pool)
     assert r.status == R.OK, r.reason
     gaps = {lay: g for lay in ("NN", "TN")

@@ -123,7 +123,7 @@ def test_hopper_raw_k_order_keeps_earlier_identities_and_reverses_only_the_produ
 
 
 def test_even_grid_keeps_earlier_identities_and_changes_only_the_launch():
-    """grid came after run 27: "full" names and renders the same candidate as before; "even" changes the host's grid
+    """grid came after the family's first campaigns: "full" names and renders the same candidate as before; "even" changes the host's grid
     size and nothing the GPU runs per tile, is refused where it would launch the same CTAs (one wave, whole waves),
     and belongs to the persistent scheduler only (stream-K sizes its own grid: one kernel, one identity)."""
     for fam, base in ((hopper_raw, RAW_OK), (hopper_wgmma, HOPPER_OK)):
@@ -153,7 +153,7 @@ def test_even_grid_keeps_earlier_identities_and_changes_only_the_launch():
 
 
 def test_hopper_raw_l2_hint_keeps_earlier_identities_and_marks_only_the_named_copies():
-    """l2_evict_first came after run 24: "none" names and renders the same candidate as before; a letter puts the
+    """l2_evict_first came after the family's first campaigns: "none" names and renders the same candidate as before; a letter puts the
     cache-hint form on that operand's TMA copies (C: the epilogue's TMA stores) and on no other."""
     assert hopper_raw.validate(dict(RAW_OK, l2_evict_first="none")) == RAW_OK
     assert hopper_raw.render(dict(RAW_OK, l2_evict_first="none")) == hopper_raw.render(RAW_OK)

@@ -289,16 +289,16 @@ def test_few_wave_big_shapes_measure_the_single_cta_twin_in_the_first_step(shape
 def test_stream_k_at_the_power_limit_is_priced_as_measured(shape, lo, hi):
     """Runs 25 and 26 (H200, power-steady): an even stream-K split recovers little of a persistent grid's tail at the
     power limit and pays its fix-up, so it trails on few waves and draws level on many. The model used to credit it
-    with the whole tail and rank its mutations first (Spearman over run 26's big shapes 0.03, now 0.63:
-    docs/design/builtin_policy.md), and then ranked 2-way splits first (run 27, where they measured 0.89-0.94)."""
+    with the whole tail and rank its mutations first (Spearman over a campaign's big shapes 0.03, now 0.63:
+    docs/design/builtin_policy.md), and then ranked 2-way splits first (where they measured 0.89-0.94 in the next campaign)."""
     p = dict(priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[-1], tile_m=128, tile_n=256, cluster_m=2,
              swizzle=1, raster="along_m", scheduler="persistent", splits=1, swap_ab=False)
     assert get("hopper_wgmma").feasible(p, shape, "sm_90a") == (True, "")
     ratio = costmodel.estimate_us("hopper_wgmma", dict(p, scheduler="streamk"), shape) / \
         costmodel.estimate_us("hopper_wgmma", p, shape)
     assert lo <= ratio <= hi
-    # a further split of every tile only adds fix-up there (run 27: 0.942 against 0.984 on 8192x4096x16384)
-    split = dict(p, scheduler="streamk", splits=2, pdl=False)  # as run 27 built them
+    # a further split of every tile only adds fix-up there (0.942 against 0.984 on 8192x4096x16384)
+    split = dict(p, scheduler="streamk", splits=2, pdl=False)  # as that campaign built them
     assert get("hopper_wgmma").feasible(split, shape, "sm_90a") == (True, "")
     assert costmodel.estimate_us("hopper_wgmma", split, shape) / costmodel.estimate_us("hopper_wgmma", p, shape) > \
         ratio + 0.03
@@ -451,8 +451,8 @@ def test_raw_priors_are_feasible_on_the_big_dev_shapes_and_band_as_measured():
 
 
 def test_the_first_step_of_a_many_wave_shape_measures_the_256x192_prior_and_two_stages_rank_last():
-    """Run 29 on 16384x12288x8192: hopper_raw's one reserved prior was 128x256, and the step after measured
-    256x192 at two stages (0.811) but never at three, the config that won there in run 28. Now 256x192 is the reserved
+    """A campaign on 16384x12288x8192: hopper_raw's one reserved prior was 128x256, and the step after measured
+    256x192 at two stages (0.811) but never at three, the config that had won there in the campaign before. Now 256x192 is the reserved
     prior on grids of many waves, and the cost model prices two stages as measured (0.79-0.83 in eight runs)."""
     shape = (16384, 12288, 8192)
     first = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], n=3)
@@ -464,7 +464,7 @@ def test_the_first_step_of_a_many_wave_shape_measures_the_256x192_prior_and_two_
 
 
 def test_a_family_whose_every_candidate_failed_gives_up_its_slots_at_once():
-    """fp16 run 16: on 64x2048x4096 the mma.sync family failed the accuracy check at step 0 and was proposed again at
+    """An fp16 campaign: on 64x2048x4096 the mma.sync family failed the accuracy check at step 0 and was proposed again at
     every step (a failing family used to shrink only after four failures). One failure now cuts its share."""
     shape, pol = (64, 2048, 4096), BuiltinPolicy(0)
     first = pol.propose(shape, "fp16", "sm_90a", [], n=3)
@@ -566,7 +566,7 @@ def test_a_dram_bound_skinny_shape_starts_with_the_tile_that_streams_b_best():
 
 
 def test_the_search_moves_the_l2_hint_only_through_the_values_worth_a_slot():
-    """Run 25: 29 of 48 hopper_raw candidates carried an L2 hint and A's hint lost on every multi-wave shape. Sweeps may
+    """In one campaign 29 of 48 hopper_raw candidates carried an L2 hint and A's hint lost on every multi-wave shape. Sweeps may
     still render every value; the policy's mutations only reach none, c and bc."""
     from agent.families import hopper_raw
 
@@ -584,7 +584,7 @@ def test_the_search_moves_the_l2_hint_only_through_the_values_worth_a_slot():
 
 
 def test_an_fp16_config_refused_for_accuracy_gets_its_fp32_accumulating_twin():
-    """fp16 run 39: on 64x2048x4096 every first-step kernel (split-K, fp16 accumulators) was less accurate than the
+    """An fp16 campaign: on 64x2048x4096 every first-step kernel (split-K, fp16 accumulators) was less accurate than the
     fp16 cuBLAS kernels; with the families' shares cut the search ended on `small` at 0.57. The same configs with fp32
     accumulators are at least as accurate, so they come next, and a measured twin brings its family back."""
     shape, pol = (64, 2048, 4096), BuiltinPolicy(0)

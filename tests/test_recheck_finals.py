@@ -1,5 +1,5 @@
 """scripts/recheck_finals.py: which kernels and figures it takes from a run folder, and the table it writes (the
-re-measurement itself needs a GPU; it ran on an H200 for run 25: docs/benchmarks/data/sweeps/recheck_gpu70a0_2026-11-24_71bf97c.md)."""
+re-measurement itself needs a GPU; it ran on an H200: docs/benchmarks/data/sweeps/recheck_gpu70a0_2026-11-24_71bf97c.md)."""
 from __future__ import annotations
 
 import subprocess

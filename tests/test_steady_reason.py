@@ -1,5 +1,5 @@
 """When an offline measurement is timed power-steady (evaluator.timing.steady_reason), from the baselines' own
-figures; the cases use cuBLASLt-AutoTuning details recorded by run 15 on the H200."""
+figures; the cases use cuBLASLt-AutoTuning details recorded by a campaign on the H200."""
 from __future__ import annotations
 
 from types import SimpleNamespace
