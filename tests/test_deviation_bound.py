@@ -45,7 +45,7 @@ def _cmp(mx, rms, ref=600.0, nonfinite=0):
     return {"max_abs_diff": mx, "rms_diff": rms, "max_abs_ref": ref, "nonfinite": nonfinite}
 
 
-# sweep r55 (H100, 256x2048x16384, normal inputs, draw 2 of 12): all six fp16 cuBLAS kernels 2.0472 max / 0.30294 RMS
+# a sweep (H100, 256x2048x16384, normal inputs, draw 2 of 12): all six fp16 cuBLAS kernels 2.0472 max / 0.30294 RMS
 R55_BASE = {name: _cmp(2.0472, 0.30294) for name in ("cublas-NN", "cublaslt-autotune-TN")}
 
 

@@ -59,7 +59,7 @@ def test_fp16_accumulation_mode_uses_fp16_class(pool):
 
 
 def test_fp16_class_is_judged_on_the_rms_error(pool):
-    """Sweep r55 (H100, 64x2048x4096, 12 draws): batched split-K with fp16 accumulators read an RMS error of 0.90-0.91x
+    """A sweep (H100, 64x2048x4096, 12 draws): batched split-K with fp16 accumulators read an RMS error of 0.90-0.91x
     the fp16 cuBLAS kernels' with 8 slices of 512 and 1.24-1.26x with 4 slices of 1024, on every draw; their max
     errors spread 0.78-1.00x and 1.16-1.84x. The first is as accurate as the library and passes, the second is refused
     for its RMS, on any draw."""
@@ -208,7 +208,7 @@ def test_small_shape_is_not_timed_power_steady(pool):
     assert r.status == R.OK, r.reason
     assert "steady" not in r.candidate.detail["timing"]
     assert "cublaslt-heuristic-NN" in r.baselines
-    # the autotuning's final re-times its leaders power-steady on every shape (sweep r20), not only on big ones
+    # the autotuning's final re-times its leaders power-steady on every shape (a sweep showed why), not only on big ones
     tuned = r.baselines["cublaslt-autotune-NN"].detail
     assert tuned["algos_valid"] == 1 or tuned["steady"]["finalists"] >= 2, tuned
 

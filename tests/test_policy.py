@@ -215,7 +215,7 @@ def test_hopper_priors_prefer_tiles_that_fill_the_last_wave():
 @pytest.mark.parametrize("shape", [(1024, 12288, 256), (2048, 8192, 256), (512, 16384, 512)])
 def test_output_bound_short_k_starts_with_64_column_epilogue_tiles_and_is_measured_first(shape):
     """A short K and a large output: ping-pong 128x128 with 64-column epilogue sub-tiles and the long side on wgmma's
-    M (sweep r44: 1.007-1.066 against 0.928-1.012 for CUTLASS's own epilogue tile). It leads the family's priors and
+    M (a sweep: 1.007-1.066 against 0.928-1.012 for CUTLASS's own epilogue tile). It leads the family's priors and
     so is the one hopper_wgmma candidate of the first step; outputs under 2^23 elements keep cooperative first."""
     first = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[0]
     assert (first["schedule"], first["tile_m"], first["tile_n"], first["epi_n"], first["swap_ab"]) == (
@@ -262,7 +262,7 @@ def test_one_wave_big_shapes_start_without_a_cluster():
 
 @pytest.mark.parametrize("shape,waves", [((8192, 2048, 8192), 3.9), ((1024, 12288, 8192), 2.9)])
 def test_few_wave_big_shapes_measure_the_single_cta_twin_in_the_first_step(shape, waves):
-    """Sweep r57 (two H100s, power-steady): up to four waves of 128x256 tiles the 1x1 cluster ran 0.6-0.9% ahead of
+    """A sweep (two H100s, power-steady): up to four waves of 128x256 tiles the 1x1 cluster ran 0.6-0.9% ahead of
     its 2x1 twin, from 7.8 waves on 1-2% behind. So both twins are measured in the first step there, and the cost
     model ranks the 1x1 first on a few waves and the 2x1 first on many."""
     sms = 132
@@ -341,7 +341,7 @@ def test_hopper_priors_keep_a_swizzle_that_cutlass_applies_without_padding(shape
 
 
 @pytest.mark.parametrize("shape,tile,slices", [
-    ((64, 2048, 4096), (64, 64, "pingpong"), 4),  # 32 tiles x 4 slices: 0.98 of cuBLASLt on the H200 (sweep r5)
+    ((64, 2048, 4096), (64, 64, "pingpong"), 4),  # 32 tiles x 4 slices: 0.98 of cuBLASLt on the H200 (a sweep)
     ((128, 2048, 4096), (128, 64, "cooperative"), 4),  # 1.00
     ((256, 2048, 16384), (128, 128, "pingpong"), 4),  # 0.97
     ((64, 512, 2048), (64, 64, "pingpong"), 8),  # 8 tiles x 8 slices: 1.00
@@ -420,7 +420,7 @@ def test_raw_priors_are_feasible_on_the_big_dev_shapes_and_band_as_measured():
         first = (256, 192) if shape in ((4096, 12288, 16384), (16384, 12288, 8192)) else (128, 256)
         assert (ps[0]["tile_m"], ps[0]["tile_n"], ps[0]["epi"]) == (*first, "tma"), shape
     # 128 tiles on 132 SMs: one wave, where neighbours share the wider operand tile: bands of 128x256 (4 of the 8
-    # tile-rows, two bands' worth), rows of 256x128 (sweep r48); not where the power limit does not hold the clock
+    # tile-rows, two bands' worth), rows of 256x128 (a sweep); not where the power limit does not hold the clock
     one_wave = priors.priors("hopper_raw", (1024, 4096, 8192), "fp32", "sm_90a")
     assert [(p["tile_m"], p["group"]) for p in one_wave] == [(128, 4), (256, 1)]
     assert [p["group"] for p in priors.priors("hopper_raw", (4096, 1024, 12288), "fp32", "sm_90a")] == [16, 1]
@@ -518,8 +518,8 @@ def test_cudal2_propose_for_graph_replay_writes_kernels_without_pdl(tmp_path):
 
 
 def test_graph_mode_output_bound_priors_start_with_the_kernel_measured_best_in_graphs():
-    """Small K, large output, replayed from a graph: the two-stage bk=32 tiles of sweep r24 go first, the first of
-    them exactly the kernel sweep r26 timed without PDL (the same normalised params); offline keeps its priors."""
+    """Small K, large output, replayed from a graph: the two-stage bk=32 tiles of a graph-mode sweep go first, the first of
+    them exactly the kernel a later sweep timed without PDL (the same normalised params); offline keeps its priors."""
     import json
 
     r26 = json.loads((Path(__file__).resolve().parents[1]
@@ -616,7 +616,7 @@ def test_an_fp16_config_refused_for_accuracy_gets_its_fp32_accumulating_twin():
 
 
 def test_a_sliced_split_over_a_streamed_b_reads_b_as_stored():
-    """Sweep r60 (one H100, power-steady): on 256x2048x16384 the batched 4-slice 128x128 kernel over N-major B ran
+    """A sweep (one H100, power-steady): on 256x2048x16384 the batched 4-slice 128x128 kernel over N-major B ran
     ahead of its K-major twin in every round, so where B is larger than the L2 the N-major twin is the first prior,
     the K-major one right after it, and the cost model ranks them that way; where B fits, B_col_major stays."""
     import json
