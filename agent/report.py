@@ -32,7 +32,8 @@ BASELINE_FAMILIES = [
     ("cuBLASLt-heuristic", ["cublaslt-heuristic-NN", "cublaslt-heuristic-TN", "cublaslt-heuristic-max"]),
     ("cuBLASLt-AutoTuning", ["cublaslt-autotune-NN", "cublaslt-autotune-TN", "cublaslt-autotune-max"]),
 ]
-PLOT_SERIES = [("best NVIDIA", BEST_NVIDIA, "#111827"), ("torch.matmul", "torch", "#6b7280"), ("cuBLAS max", "cublas-max", "#2563eb"),
+PLOT_SERIES = [("best NVIDIA", BEST_NVIDIA, "#111827"), ("torch.matmul", "torch", "#6b7280"),
+               ("cuBLAS max", "cublas-max", "#2563eb"),
                ("cuBLASLt-heuristic max", "cublaslt-heuristic-max", "#d97706"),
                ("cuBLASLt-AutoTuning max", "cublaslt-autotune-max", "#dc2626")]
 SELECT_BY = "cublaslt-autotune-max"  # the strongest baseline decides which variant is a shape's best

@@ -85,8 +85,9 @@ def export_archive(db: Path, out_dir: Path, *, best_only: bool = True, run_dir: 
         from agent.report import median_measurement
 
         repeats: dict[tuple, list] = {}
-        winners = CampaignDB(run_dir / "campaign.sqlite").mode_winners()
-        for f in CampaignDB(run_dir / "campaign.sqlite").finals():
+        cdb = CampaignDB(run_dir / "campaign.sqlite")
+        winners = cdb.mode_winners()
+        for f in cdb.finals():
             repeats.setdefault((f["gpu"], f["acc"], tuple(f["shape"]), f["source_hash"], f["mode"]), []).append(
                 f["result"])
         for (*key, mode), results in repeats.items():

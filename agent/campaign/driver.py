@@ -323,6 +323,27 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
                               output={"status": res.status, "reason": res.reason[:300],
                                       "speedup": res.speedup("cublaslt-autotune-max") if res.ok else None})
 
+    def play(shape: Shape, lead: list, mode: str, node: str, baseline: str = "cublaslt-autotune-max"):
+        """One evaluation of the leaders `lead` in `mode`, the first with every check and the others as its rivals:
+        (the result, each variant id's median per-round speedup over `baseline`), recorded in the transcript as
+        `node` unless the seam could not evaluate at all."""
+        first, rivals = lead[0], {str(v.id): v.read_source() for v in lead[1:]}
+        players = [first.read_source(), *rivals.values()]
+        for src in players:  # built at once on the pool, not one after another in the worker: after a resume on
+            ahead.submit(src)  # another machine the cache is cold, and a CUTLASS leader takes 1-2 minutes
+        for src in players:
+            ahead.wait(src)
+        res = seam.evaluate(players[0], shape, acc=acc, mode=mode, profile=cfg.profile, rivals=rivals,
+                            rounds=TOURNAMENT_ROUNDS)
+        if res.status in ("no_gpu", "error"):
+            return res, {}
+        figures = {int(n) if n != "candidate" else first.id: f for n, f in res.head_to_head(baseline).items()}
+        transcript.append(thread=f"{gpu}|{acc}|{shape_str(shape)}", shape=shape, step=None, node=node,
+                          input={"variant_ids": [v.id for v in lead], "mode": mode, "rounds": TOURNAMENT_ROUNDS},
+                          output={"status": res.status, "reason": res.reason[:300], "refused": res.rivals_refused(),
+                                  "figures": {str(i): f for i, f in figures.items()}})
+        return res, figures
+
     def tournament(shape: Shape) -> None:
         """Time the top `confirm_top` leaders in the same rounds of one evaluation (the first with every check, the
         others as its rivals) and let the fastest there be the winner (Archive.ranked). Two evaluations of one big-shape
@@ -333,23 +354,11 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
             last = archive.tournament(gpu, acc, shape)
             if len(lead) < 2 or (last and {v.id for v in lead} <= {i for i, _ in last["figures"]}):
                 return  # nothing to play, or played already (a resumed run)
-            first, rivals = lead[0], {str(v.id): v.read_source() for v in lead[1:]}
-            players = [first.read_source(), *rivals.values()]
-            for src in players:  # built at once on the pool, not one after another in the worker: after a resume on
-                ahead.submit(src)  # another machine the cache is cold, and a CUTLASS leader takes 1-2 minutes
-            for src in players:
-                ahead.wait(src)
-            res = seam.evaluate(players[0], shape, acc=acc, mode=cfg.mode, profile=cfg.profile,
-                                rivals=rivals, rounds=TOURNAMENT_ROUNDS)
+            first = lead[0]
+            res, figures = play(shape, lead, cfg.mode, "tournament")
             if res.status in ("no_gpu", "error"):
                 return
             refused = res.rivals_refused()
-            figures = {int(n) if n != "candidate" else first.id: f for n, f in res.head_to_head().items()}
-            transcript.append(thread=f"{gpu}|{acc}|{shape_str(shape)}", shape=shape, step=None, node="tournament",
-                              input={"variant_ids": [v.id for v in lead], "mode": cfg.mode,
-                                     "rounds": TOURNAMENT_ROUNDS},
-                              output={"status": res.status, "reason": res.reason[:300], "refused": refused,
-                                      "figures": {str(i): f for i, f in figures.items()}})
             if not res.ok:  # the leader failed a check on fresh inputs: it leaves the ranking
                 archive.add_remeasure(first.id, res)
                 continue
@@ -376,17 +385,9 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
         lead = archive.ranked(gpu, acc, shape)[:cfg.confirm_top]
         if len(lead) < 2:
             return best
-        first, rivals = lead[0], {str(v.id): v.read_source() for v in lead[1:]}
-        res = seam.evaluate(first.read_source(), shape, acc=acc, mode=mode, profile=cfg.profile, rivals=rivals,
-                            rounds=TOURNAMENT_ROUNDS)
-        figures = ({int(n) if n != "candidate" else first.id: f for n, f in res.head_to_head(BEST_NVIDIA).items()}
-                   if res.ok else {})
-        transcript.append(thread=f"{gpu}|{acc}|{shape_str(shape)}", shape=shape, step=None, node="mode_tournament",
-                          input={"variant_ids": [v.id for v in lead], "mode": mode, "rounds": TOURNAMENT_ROUNDS},
-                          output={"status": res.status, "reason": res.reason[:300], "refused": res.rivals_refused()
-                                  if res.ok else {}, "figures": {str(i): f for i, f in figures.items()}})
-        if not figures:  # the leader failed there, or no round-by-round times came back: the search's winner stands
-            return best
+        res, figures = play(shape, lead, mode, "mode_tournament", BEST_NVIDIA)
+        if not res.ok or not figures:  # the leader failed a check there, or no round-by-round times came back:
+            return best               # the search's winner stands
         win = max(figures, key=lambda i: (figures[i], i == best.id))
         cdb.put_mode_winner(gpu, acc, shape, mode, win, figures)
         return archive.get(win) or best
