@@ -15,3 +15,16 @@ def data_dir(name: str) -> Path:
             return d
     raise FileNotFoundError(f"the {name}/ folder is neither in the installed package ({_PACKAGE / name}) nor in a "
                             f"source checkout ({_PACKAGE.parent / name}): reinstall cuda-l2")
+
+
+def code_commit() -> str | None:
+    """The short commit of the source checkout this code runs from, which benchmark outputs name; None outside a
+    git checkout (an installed wheel) or without git."""
+    import subprocess
+
+    try:
+        r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=_PACKAGE.parent, capture_output=True,
+                           text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (r.stdout.strip() or None) if r.returncode == 0 else None

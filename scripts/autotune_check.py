@@ -27,7 +27,6 @@ import os
 import random
 import statistics
 import sys
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -201,15 +200,8 @@ def check_layout(nat, gpu: str, lt_version: int, shape, acc16: bool, tn: bool, p
         ref.free()
 
 
-def _commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parents[1],
-                              capture_output=True, text=True, timeout=10).stdout.strip() or None
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-
-
 def run(a: argparse.Namespace, shapes) -> int:
+    from agent.resources import code_commit
     from evaluator.buffers import OperandPool
     from evaluator.gpu import device_name, native_arch
     from evaluator.native import Native, build
@@ -222,7 +214,7 @@ def run(a: argparse.Namespace, shapes) -> int:
     result = {"device": gpu, "cublaslt": lt_version, "date": datetime.date.today().isoformat(), "acc": a.acc,
               "profile": a.profile, "repeats": a.repeats, "top": a.top, "truth_rounds": a.truth_rounds,
               "regimes": a.regimes, "planned": [f"{'x'.join(map(str, s))} {lay}" for s in shapes for lay in a.layouts],
-              "commit": _commit(), "shapes": {}}
+              "commit": code_commit(), "shapes": {}}
     for shape in shapes:
         pool = OperandPool(nat, *shape)
         try:

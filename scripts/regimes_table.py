@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -164,8 +163,9 @@ def main() -> int:
             print(f"regimes_table: {a.run} has no campaign.sqlite", file=sys.stderr)
             return 2
         data = figures(a.run)
-        data["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                        text=True).stdout.strip()
+        from agent.resources import code_commit
+
+        data["commit"] = code_commit() or ""
         data.update(date=a.date, command=a.command, data_file=str(a.data))
         if a.previous:
             data["previous"] = {"what": a.previous_what, "offline": previous_offline(a.previous)}

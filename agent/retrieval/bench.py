@@ -55,13 +55,9 @@ def recall_at_k(retriever: Retriever, questions: list[dict], k: int = 5) -> tupl
 
 
 def _commit() -> str:
-    import subprocess
+    from agent.resources import code_commit
 
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "?"
+    return code_commit() or "?"
 
 
 def _cpu_seconds() -> float:
