@@ -160,12 +160,9 @@ def offered_lt_algos(nat: Native, shape: tuple[int, int, int], acc16: bool, tn: 
 
 
 def valid_lt_algos(nat: Native, shape: tuple[int, int, int], acc16: bool, tn: bool, ops: OperandSet,
-                   ref: Reference, algos: list[bytes] | None = None) -> tuple[list[bytes], list[tuple[int, bytes]]]:
-    """(the algorithms offered: `algos`, by default offered_lt_algos's, [(callable id, algo)] of those that run and
-    are exact on {0,1} inputs)."""
+                   ref: Reference, algos: list[bytes]) -> list[tuple[int, bytes]]:
+    """[(callable id, algo)] of the offered `algos` (offered_lt_algos) that run and are exact on {0,1} inputs."""
     m, n, k = shape
-    if algos is None:
-        algos, _ = offered_lt_algos(nat, shape, acc16, tn)
     cands: list[tuple[int, bytes]] = []
     ops.fill("binary", 0xA11CE)
     ref.compute(ops)
@@ -177,7 +174,7 @@ def valid_lt_algos(nat: Native, shape: tuple[int, int, int], acc16: bool, tn: bo
         r = ref.compare(ops.ptr["C"], 2048.0)
         if r["nonfinite"] == 0 and r["exact_mismatches"] == 0:
             cands.append((cid, algo))
-    return algos, cands
+    return cands
 
 
 def autotune_lt(nat: Native, gpu: str, lt_version: int, shape: tuple[int, int, int], acc16: bool, tn: bool,
@@ -196,7 +193,7 @@ def autotune_lt(nat: Native, gpu: str, lt_version: int, shape: tuple[int, int, i
     if rec is not None and isinstance(rec.get("detail"), dict):  # anything else is tuned again
         return bytes.fromhex(rec["algo"]), {**rec["detail"], "cached": True}
     algos, origin = offered_lt_algos(nat, shape, acc16, tn)
-    _, cands = valid_lt_algos(nat, shape, acc16, tn, ops, ref, algos)
+    cands = valid_lt_algos(nat, shape, acc16, tn, ops, ref, algos)
     if not cands:
         raise RuntimeError(f"no cuBLASLt algorithm passed the exact check for {key}")
     rng = random.Random(k * 1_000_003 + n * 1009 + m)

@@ -10,6 +10,8 @@ import math
 from ctypes import POINTER, c_double, c_float, c_int, c_longlong, c_size_t, c_ulonglong, c_ushort, c_void_p
 from pathlib import Path
 
+from evaluator.lt_variations import FIELDS
+
 NATIVE_SOURCE = Path(__file__).with_name("native") / "cl2native.cu"
 
 
@@ -76,8 +78,8 @@ _SIGS = {
     "cl2_escape_probe": (c_int, [c_int, c_void_p, c_void_p, c_void_p, c_void_p, c_int, POINTER(c_double)]),
 }
 
-HALF_NAN_POISON = 0x7E00
-LT_CONFIG_FIELDS = 9  # cl2_lt_algo_try's configuration fields (evaluator.lt_variations.FIELDS)  # canonical quiet NaN: C is filled with it before every checked call
+HALF_NAN_POISON = 0x7E00  # canonical quiet NaN: C is filled with it before every checked call
+LT_CONFIG_FIELDS = len(FIELDS)  # cl2_lt_algo_try's configuration fields, in evaluator.lt_variations's order
 
 
 class Native:

@@ -148,7 +148,7 @@ def check_layout(nat, gpu: str, lt_version: int, shape, acc16: bool, tn: bool, p
     t0 = time.perf_counter()
     try:
         algos, origin = offered_lt_algos(nat, shape, acc16, tn)
-        _, cands = valid_lt_algos(nat, shape, acc16, tn, ops, ref, algos)
+        cands = valid_lt_algos(nat, shape, acc16, tn, ops, ref, algos)
         n_heur = origin["heuristic"]
         labels: dict[bytes, str] = {}
         for i, algo in enumerate(algos):

@@ -162,7 +162,7 @@ def test_each_regimes_truth_times_the_screens_leaders_and_every_finalist(monkeyp
         return {n: [truth_us[mode][n.rsplit("@", 1)[1]]] * 3 for n in callables}, {}
 
     monkeypatch.setattr(B, "offered_lt_algos", lambda *a: (algos, {"heuristic": 4, "variations": 8, "planned": 99}))
-    monkeypatch.setattr(B, "valid_lt_algos", lambda *a: (algos, cands))
+    monkeypatch.setattr(B, "valid_lt_algos", lambda *a: cands)
     monkeypatch.setattr(B, "NativeCallable", _Callable)
     monkeypatch.setattr(B, "autotune_lt", lambda *a: (algos[2], {"finalist_algos": [algos[2].hex(), algos[9].hex(),
                                                                                     algos[0].hex()]}))
