@@ -487,3 +487,21 @@ def test_a_rival_refused_in_a_tournament_leaves_and_the_next_leader_plays(tmp_pa
     assert played == [[str(order[1]), str(order[2])], [str(order[0]), str(order[3])]]
     assert {i for i, _ in arch.tournament(GPU, "fp32", shape)["figures"]} == {order[0], order[2], order[3]}
     assert order[1] not in [v.id for v in arch.ranked(GPU, "fp32", shape)]
+
+
+def test_mode_players_add_each_missing_familys_best_close_behind():
+    """A mode tournament plays the top leaders, then the best of each family they lack if it is within
+    MODE_FAMILY_SLACK of the fastest: a cold call costs TMA and cp.async kernels differently."""
+    from types import SimpleNamespace
+
+    from agent.campaign.driver import MODE_FAMILY_SLACK, mode_players
+
+    def v(i, fam, sp):
+        return SimpleNamespace(id=i, family=fam, extra={"pooled_speedup": sp})
+
+    ranked = [v(1, "hopper_wgmma", 1.30), v(2, "hopper_wgmma", 1.28), v(3, "hopper_raw", 1.27),
+              v(4, "hopper_wgmma", 1.25), v(5, "ampere_cute", 1.20), v(6, "ampere_cute", 1.19), v(7, None, 1.15),
+              v(8, "small", 1.30 * MODE_FAMILY_SLACK - 0.01)]
+    assert [x.id for x in mode_players(ranked, 3)] == [1, 2, 3, 5, 7]  # small is too far behind
+    assert [x.id for x in mode_players(ranked, 1)] == [1, 3, 5, 7]
+    assert mode_players([], 3) == [] and [x.id for x in mode_players(ranked[:2], 3)] == [1, 2]

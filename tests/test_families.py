@@ -71,6 +71,8 @@ def test_hopper_family_is_sm90a_only_and_others_run_on_sm80():
     ("hopper_raw", RAW_OK, {"stages": 5}, "shared memory"),
     ("hopper_raw", RAW_OK, {"tile_n": 176}, "multiple of 64"),
     ("hopper_raw", RAW_OK, {"epi": "direct", "l2_evict_first": "bc"}, "TMA epilogue"),
+    ("hopper_raw", RAW_OK, {"cluster_k": 2}, "epi=tma"),  # the K-split stores from its reduction
+    ("hopper_raw", RAW_OK, {"cluster_k": 2, "epi": "direct", "cluster_m": 2}, "cluster_m=2"),
     ("hopper_wgmma", HOPPER_OK, {"scheduler": "batched"}, "splits >= 2"),
 ])
 def test_infeasible_configs_are_refused_before_any_compile(family, base, change, reason):
@@ -150,6 +152,23 @@ def test_even_grid_keeps_earlier_identities_and_changes_only_the_launch():
                                      "sm_90a")[0]  # 4-CTA clusters: CUTLASS fits fewer than sm_count CTAs
     # 3072 pairs take 47 waves on 66 slots and 66 pairs on 47: nothing to even out
     assert not hopper_wgmma.feasible(dict(HOPPER_OK, grid="even"), (16384, 12288, 8192), "sm_90a")[0]
+
+
+def test_hopper_raw_cluster_k_keeps_earlier_identities_and_is_left_to_sweeps():
+    """cluster_k came after the family's campaigns: 1 names and renders the same candidate as before. A split takes one
+    work unit per cluster, needs two k-blocks per CTA, counts its fp32 partial tile in the shared memory (reusing the
+    ring), and is not a search knob (it measured below the wgmma family's split-K)."""
+    direct = dict(RAW_OK, epi="direct", tile_n=128)
+    assert hopper_raw.validate(dict(direct, cluster_k=1)) == hopper_raw.validate(direct)
+    assert hopper_raw.render(dict(direct, cluster_k=1)) == hopper_raw.render(direct)
+    split = dict(direct, cluster_k=4)
+    src = hopper_raw.render(split)
+    assert "CK = 4" in src and "mapa.u64" in src and "cfg.gridDim = dim3(CK * units)" in src
+    assert hopper_raw.feasible(split, (256, 2048, 512), "sm_90a") == (True, "")
+    assert "two k-blocks" in hopper_raw.feasible(split, (256, 2048, 448), "sm_90a")[1]
+    assert hopper_raw.smem_bytes(hopper_raw.validate(dict(split, stages=2))) > 2 * 256 * 128 + 1024  # 128x136 fp32
+    assert hopper_raw.smem_bytes(hopper_raw.validate(split)) == hopper_raw.smem_bytes(hopper_raw.validate(direct))
+    assert hopper_raw.SEARCH_DOMAIN["cluster_k"] == (1,)
 
 
 def test_hopper_raw_l2_hint_keeps_earlier_identities_and_marks_only_the_named_copies():
@@ -361,6 +380,7 @@ def test_variants_of_each_family_compile_with_nvcc():
         (hopper_raw.render(dict(RAW_OK, l2_evict_first="ac")), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, group=16, grid="even", pdl=True)), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, tile_n=64, stages=2, epi="tma")), "sm_90a"),
+        (hopper_raw.render(dict(RAW_OK, tile_n=128, stages=6, epi="direct", cluster_k=4, pdl=True)), "sm_90a"),
         (small.render(dict(SMALL_CLUSTER, pdl=True)), "sm_90a"),
     ]
     infos = _build_all(jobs)
@@ -419,6 +439,10 @@ def test_variants_of_each_family_compile_with_nvcc():
     # 128x64: one 64x64 TMA sub-tile per consumer warpgroup, several tiles per CTA, stores clipped at both edges
     # (a sweep passed every check with it on three output-bound shapes)
     ("hopper_raw", dict(RAW_OK, tile_n=64, stages=2), (1000, 1000, 520)),
+    # K split over a cluster, the partial tiles summed through distributed shared memory: slices of unequal length
+    # (K/64 = 9 blocks over 4 CTAs, the last block partial), M and N ragged, 8 CTAs on a 256-row tile
+    ("hopper_raw", dict(RAW_OK, tile_n=128, stages=6, epi="direct", cluster_k=4, pdl=True), (200, 1000, 520)),
+    ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=64, stages=5, epi="direct", cluster_k=8), (300, 2046, 4096)),
 ])
 def test_sample_passes_the_evaluators_checks_on_gpu(gpu_samples, family, params, shape):
     """Every correctness check of the evaluator (exact {0,1} draws, deviation bound, accumulator honesty, guard

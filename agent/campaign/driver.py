@@ -44,6 +44,25 @@ FINAL_MODES = ("offline", "server")
 # Rounds of a tournament of leaders: each is a shuffled pass over every leader and baseline (power-steady on a big
 # shape: ~0.19 s a callable in the quick profile), and a leader's figure is its median per-round speedup.
 TOURNAMENT_ROUNDS = 15
+# A mode tournament also plays each other family's best leader within this fraction of the fastest: a cold single
+# call costs each family differently (H200, 1024x2048x64 and 128x16384x64: cp.async kernels kept 0.90-0.92 of their
+# separated figure in server mode, TMA kernels 0.84-0.87), so a family behind in the search can win there.
+MODE_FAMILY_SLACK = 0.85
+
+
+def mode_players(ranked: list, top: int) -> list:
+    """The top `top` of `ranked`, then the best of each family they lack (a kernel of no family counts as one) whose
+    pooled speedup is within MODE_FAMILY_SLACK of the fastest's, in ranking order."""
+    lead = list(ranked[:top])
+    if not lead:
+        return lead
+    floor = MODE_FAMILY_SLACK * max(v.extra["pooled_speedup"] for v in lead)
+    seen = {v.family for v in lead}
+    for v in ranked[top:]:
+        if v.family not in seen and v.extra["pooled_speedup"] >= floor:
+            lead.append(v)
+            seen.add(v.family)
+    return lead
 
 
 def global_archive_path() -> Path:
@@ -374,15 +393,15 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
 
     def mode_winner(shape: Shape, mode: str, best):
         """The leader that is fastest in `mode`: the search's winner where the mode is the search's own (or no
-        tournament can be played), else the winner of one tournament of the top `confirm_top` leaders timed in that
-        mode (kept in campaign.sqlite, so a resumed run does not replay it). A leader whose timed output is wrong
-        there cannot win."""
+        tournament can be played), else the winner of one tournament timed in that mode of the top `confirm_top`
+        leaders and other families' best close behind them (`mode_players`), kept in campaign.sqlite, so a resumed
+        run does not replay it. A leader whose timed output is wrong there cannot win."""
         if mode == cfg.mode or not cfg.mode_winners or cfg.confirm_top < 2 or not seam.tournaments:
             return best
         known = cdb.get_mode_winner(gpu, acc, shape, mode)
         if known is not None:
             return archive.get(known["variant_id"]) or best
-        lead = archive.ranked(gpu, acc, shape)[:cfg.confirm_top]
+        lead = mode_players(archive.ranked(gpu, acc, shape), cfg.confirm_top)
         if len(lead) < 2:
             return best
         res, figures = play(shape, lead, mode, "mode_tournament", BEST_NVIDIA)

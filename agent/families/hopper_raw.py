@@ -25,6 +25,12 @@ DOMAIN: dict[str, tuple] = {
     "group": (1, 2, 4, 8, 16),  # work-unit rows per band of the tile order
     # CTAs along M per cluster: 2 share each B tile, each CTA loading half and multicasting it (TMA) to both
     "cluster_m": (1, 2),
+    # CTAs along K per cluster: each multiplies a K-slice of the same tile, and the fp32 partials are summed through
+    # distributed shared memory (one work unit per cluster): split-K without a workspace or a second kernel. For
+    # sweeps only: on eight skinny long-K shapes (H200, back to back) its best read 0.77-0.97 of best NVIDIA, below
+    # the wgmma family's first prior on six. 4-CTA clusters over 128 CTAs read 0.61 where 88 read 0.80 (256x2048x16384),
+    # likely a second wave of the clusters that did not fit (docs/benchmarks/data/cluster_k_split_h200.json)
+    "cluster_k": (1, 2, 4, 8),
     "acc": ("fp32",),
     # direct: half2 stores from the accumulator registers; tma: 64x64 sub-tiles through shared memory, TMA stores
     "epi": ("direct", "tma"),
@@ -42,9 +48,9 @@ DOMAIN: dict[str, tuple] = {
 # What the policy's mutations move through, narrower than what a sweep may render: in one campaign 29 of 48
 # hopper_raw candidates carried a hint; A's (a, ac) measured 0.946-0.971 on multi-wave shapes there and 0.6-4%
 # slower than no hint in a power-steady sweep, and B alone (b) never differed from B with C (bc)
-SEARCH_DOMAIN: dict[str, tuple] = {**DOMAIN, "l2_evict_first": ("none", "c", "bc")}
-DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "k_order": "forward", "l2_evict_first": "none",
-                            "grid": "full", **LAUNCH_DEFAULTS}
+SEARCH_DOMAIN: dict[str, tuple] = {**DOMAIN, "l2_evict_first": ("none", "c", "bc"), "cluster_k": (1,)}
+DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "k_order": "forward",
+                            "l2_evict_first": "none", "grid": "full", **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
 MAX_ACC_REGS = 192  # fp32 accumulators per consumer thread; the consumers get 232 registers (setmaxnreg)
 
@@ -54,9 +60,13 @@ def validate(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def smem_bytes(p: dict[str, Any]) -> int:
-    """The stage ring (128-byte rows of 64 K-elements), 1024 bytes of alignment slack and the barriers."""
+    """The stage ring (128-byte rows of 64 K-elements; a K-split's fp32 partial tile reuses it, rows padded by 8),
+    1024 bytes of alignment slack and the barriers."""
     epi = EPI_BYTES if p.get("epi") == "tma" else 0
-    return p["stages"] * (p["tile_m"] + p["tile_n"]) * 128 + epi + 1024 + 16 * p["stages"]
+    ring = p["stages"] * (p["tile_m"] + p["tile_n"]) * 128
+    if p.get("cluster_k", 1) > 1:
+        ring = max(ring, p["tile_m"] * (p["tile_n"] + 8) * 4)
+    return ring + epi + 1024 + 16 * p["stages"]
 
 
 def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: str) -> tuple[bool, str]:
@@ -70,10 +80,18 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         return False, f"the TMA epilogue stores 64-column sub-tiles: tile_n={p['tile_n']} is not a multiple of 64"
     if "c" in p.get("l2_evict_first", "none") and p.get("epi") != "tma":
         return False, "an L2 hint on C needs the TMA epilogue (stores from registers carry none)"
+    ck = p.get("cluster_k", 1)
+    if ck > 1:
+        clash = {"cluster_m": 1, "epi": "direct", "k_order": "forward", "grid": "full"}
+        if bad := [f"{x}={p.get(x, DEFAULTS[x])}" for x, want in clash.items() if p.get(x, DEFAULTS[x]) != want]:
+            return False, (f"cluster_k={ck} takes one tile per cluster and stores from its reduction: it needs "
+                           f"cluster_m=1, epi=direct, k_order=forward and grid=full, not {', '.join(bad)}")
     if why := smem_problem(smem_bytes(p), lim):
         return False, why
     if shape is not None:
         m, n, k = shape
+        if ck > 1 and ceil_div(k, 64) < 2 * ck:
+            return False, f"cluster_k={ck} leaves fewer than two k-blocks of 64 per CTA (K={k})"
         if k % 8 or n % 2:
             return False, f"K={k} must be a multiple of 8 (TMA row stride) and N={n} even (paired stores)"
         if p.get("epi") == "tma" and n % 8:
