@@ -156,16 +156,19 @@ def test_even_grid_keeps_earlier_identities_and_changes_only_the_launch():
 
 def test_hopper_raw_cluster_k_keeps_earlier_identities_and_is_left_to_sweeps():
     """cluster_k came after the family's campaigns: 1 names and renders the same candidate as before. A split takes one
-    work unit per cluster, needs two k-blocks per CTA, counts its fp32 partial tile in the shared memory (reusing the
-    ring), and is not a search knob (it measured below the wgmma family's split-K)."""
+    work unit per cluster, needs two k-blocks per CTA and all its clusters running at once, counts its fp32 partial
+    tile in the shared memory (reusing the ring), and is not a search knob (it measured below the wgmma family's
+    split-K)."""
     direct = dict(RAW_OK, epi="direct", tile_n=128)
     assert hopper_raw.validate(dict(direct, cluster_k=1)) == hopper_raw.validate(direct)
     assert hopper_raw.render(dict(direct, cluster_k=1)) == hopper_raw.render(direct)
     split = dict(direct, cluster_k=4)
     src = hopper_raw.render(split)
     assert "CK = 4" in src and "mapa.u64" in src and "cfg.gridDim = dim3(CK * units)" in src
-    assert hopper_raw.feasible(split, (256, 2048, 512), "sm_90a") == (True, "")
-    assert "two k-blocks" in hopper_raw.feasible(split, (256, 2048, 448), "sm_90a")[1]
+    assert hopper_raw.feasible(split, (256, 1920, 512), "sm_90a") == (True, "")
+    assert "two k-blocks" in hopper_raw.feasible(split, (256, 1920, 448), "sm_90a")[1]
+    # 30 clusters of 4 run at once on 132 SMs: 32 tiles would take a second wave
+    assert "second wave" in hopper_raw.feasible(split, (256, 2048, 512), "sm_90a")[1]
     assert hopper_raw.smem_bytes(hopper_raw.validate(dict(split, stages=2))) > 2 * 256 * 128 + 1024  # 128x136 fp32
     assert hopper_raw.smem_bytes(hopper_raw.validate(split)) == hopper_raw.smem_bytes(hopper_raw.validate(direct))
     assert hopper_raw.SEARCH_DOMAIN["cluster_k"] == (1,)
@@ -442,7 +445,7 @@ def test_variants_of_each_family_compile_with_nvcc():
     # K split over a cluster, the partial tiles summed through distributed shared memory: slices of unequal length
     # (K/64 = 9 blocks over 4 CTAs, the last block partial), M and N ragged, 8 CTAs on a 256-row tile
     ("hopper_raw", dict(RAW_OK, tile_n=128, stages=6, epi="direct", cluster_k=4, pdl=True), (200, 1000, 520)),
-    ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=64, stages=5, epi="direct", cluster_k=8), (300, 2046, 4096)),
+    ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=128, stages=4, epi="direct", cluster_k=8), (300, 698, 4096)),
 ])
 def test_sample_passes_the_evaluators_checks_on_gpu(gpu_samples, family, params, shape):
     """Every correctness check of the evaluator (exact {0,1} draws, deviation bound, accumulator honesty, guard

@@ -28,8 +28,8 @@ DOMAIN: dict[str, tuple] = {
     # CTAs along K per cluster: each multiplies a K-slice of the same tile, and the fp32 partials are summed through
     # distributed shared memory (one work unit per cluster): split-K without a workspace or a second kernel. For
     # sweeps only: on eight skinny long-K shapes (H200, back to back) its best read 0.77-0.97 of best NVIDIA, below
-    # the wgmma family's first prior on six. 4-CTA clusters over 128 CTAs read 0.61 where 88 read 0.80 (256x2048x16384),
-    # likely a second wave of the clusters that did not fit (docs/benchmarks/data/cluster_k_split_h200.json)
+    # the wgmma family's first prior on six. 4-CTA clusters over 128 CTAs read 0.61 where 88 read 0.80 (256x2048x16384):
+    # only 30 such clusters run at once, so `feasible` refuses a second wave (docs/benchmarks/data/cluster_k_split_h200.json)
     "cluster_k": (1, 2, 4, 8),
     "acc": ("fp32",),
     # direct: half2 stores from the accumulator registers; tma: 64x64 sub-tiles through shared memory, TMA stores
@@ -53,6 +53,15 @@ DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "k_
                             "l2_evict_first": "none", "grid": "full", **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
 MAX_ACC_REGS = 192  # fp32 accumulators per consumer thread; the consumers get 232 registers (setmaxnreg)
+
+
+# Clusters of 2, 4 and 8 CTAs of one SM each that an H200 runs at once (cudaOccupancyMaxActiveClusters, 100-227 KB
+# of shared memory): 66, 30 and 15 of 132 SMs, since a cluster stays within one GPC
+CLUSTER_FIT_132 = {2: 66, 4: 30, 8: 15}
+
+
+def cluster_k_fit(ck: int, sms: int) -> int:
+    return CLUSTER_FIT_132[ck] * sms // 132
 
 
 def validate(params: dict[str, Any]) -> dict[str, Any]:
@@ -92,6 +101,10 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         m, n, k = shape
         if ck > 1 and ceil_div(k, 64) < 2 * ck:
             return False, f"cluster_k={ck} leaves fewer than two k-blocks of 64 per CTA (K={k})"
+        units = ceil_div(m, p["tile_m"]) * ceil_div(n, p["tile_n"])
+        if ck > 1 and units > (fit := cluster_k_fit(ck, lim.num_sms)):
+            return False, (f"cluster_k={ck} takes one cluster per tile: {units} tiles exceed the {fit} clusters of {ck} "
+                           "CTAs that run at once, so a second wave would repeat the whole schedule")
         if k % 8 or n % 2:
             return False, f"K={k} must be a multiple of 8 (TMA row stride) and N={n} even (paired stores)"
         if p.get("epi") == "tma" and n % 8:
