@@ -171,7 +171,7 @@ def test_hopper_raw_cluster_k_keeps_earlier_identities_and_is_left_to_sweeps():
     assert "second wave" in hopper_raw.feasible(split, (256, 2048, 512), "sm_90a")[1]
     assert hopper_raw.smem_bytes(hopper_raw.validate(dict(split, stages=2))) > 2 * 256 * 128 + 1024  # 128x136 fp32
     assert hopper_raw.smem_bytes(hopper_raw.validate(split)) == hopper_raw.smem_bytes(hopper_raw.validate(direct))
-    assert hopper_raw.SEARCH_DOMAIN["cluster_k"] == (1,)
+    assert "cluster_k" not in hopper_raw.SEARCH_DOMAIN
 
 
 def test_hopper_raw_l2_hint_keeps_earlier_identities_and_marks_only_the_named_copies():

@@ -345,7 +345,8 @@ class BuiltinPolicy:
         return out
 
     def _rank(self, fam, pool, shape, arch, obs, fails, seen) -> list[tuple[float, str, dict, str]]:
-        dom = get(fam).DOMAIN
+        # the knobs the search moves: a knob left to sweeps would change every distance's normalisation
+        dom = getattr(get(fam), "SEARCH_DOMAIN", get(fam).DOMAIN)
         measured = obs[fam]
         resid = [(p, ls + math.log(costmodel.estimate_us(fam, p, shape, arch))) for p, ls in measured]
         # knob distances compare every knob, so the neighbours are spelled out once here, not per pool entry
