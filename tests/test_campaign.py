@@ -127,7 +127,7 @@ def log_records(path: Path) -> list[dict]:
 
 
 def campaign(tmp_path: Path, shapes, *, budget=6, delay=0.0, lanes=2, global_db=None, run="c1", cfg_lanes=None,
-             confirm_top=3, final_repeats=3, seam=None):
+             confirm_top=3, final_repeats=3, seam=None, proposer=None):
     from rich.console import Console
 
     seam = seam or ReplaySeam(tmp_path / "calls.jsonl", delay=delay, lanes=lanes)
@@ -135,7 +135,7 @@ def campaign(tmp_path: Path, shapes, *, budget=6, delay=0.0, lanes=2, global_db=
                          global_archive=global_db, n_per_step=2, lanes=cfg_lanes, confirm_top=confirm_top,
                          final_repeats=final_repeats)
     buf = io.StringIO()
-    summary = run_campaign(cfg, seam=seam, make_proposer=ScriptedProposer,
+    summary = run_campaign(cfg, seam=seam, make_proposer=proposer or ScriptedProposer,
                            console=Console(file=buf, width=200), live=False)
     return cfg, summary, buf.getvalue()
 
@@ -487,6 +487,37 @@ def test_a_rival_refused_in_a_tournament_leaves_and_the_next_leader_plays(tmp_pa
     assert played == [[str(order[1]), str(order[2])], [str(order[0]), str(order[3])]]
     assert {i for i, _ in arch.tournament(GPU, "fp32", shape)["figures"]} == {order[0], order[2], order[3]}
     assert order[1] not in [v.id for v in arch.ranked(GPU, "fp32", shape)]
+
+
+class FamilyProposer(ScriptedProposer):
+    """ScriptedProposer whose kernels belong to a family by their tag: the two fastest recorded ones to famA, the
+    next (0.885 of the fastest) to famB, the rest to famC."""
+
+    def propose(self, context: ProposalContext, n: int) -> list[Proposal]:
+        import re
+
+        fams = {"wgmma": "famA", "pipelined": "famA", "tile128x256": "famB"}
+        return [Proposal(p.source, model=p.model, name=p.name,
+                         family=fams.get(re.search(r"// variant: (\S+)", p.source).group(1), "famC"))
+                for p in super().propose(context, n)]
+
+
+def test_a_mode_tournament_plays_a_close_leader_of_another_family(tmp_path):
+    """With the top two leaders of one family, server mode's tournament also plays the other family's best, which is
+    within MODE_FAMILY_SLACK of the fastest; the search's own tournament plays the top two alone."""
+    from agent.campaign.archive import Archive
+    from agent.campaign.driver import mode_players
+
+    shape = (128, 256, 512)
+    cfg, summary, _ = campaign(tmp_path, [shape], budget=6, final_repeats=1, confirm_top=2,
+                               seam=TournamentSeam(tmp_path / "calls.jsonl"), proposer=FamilyProposer)
+    assert not summary["failures"], summary["failures"]
+    ranked = Archive(cfg.run_dir / "archive.sqlite").ranked(GPU, "fp32", shape)
+    assert [v.family for v in ranked[:3]] == ["famA", "famA", "famB"]
+    played = {r["mode"]: r["rivals"] for r in log_records(tmp_path / "calls.jsonl") if r["op"] == "tournament"}
+    assert played["offline"] == [str(ranked[0].id)]  # the seam reverses a tournament: the rival won it
+    assert [v.id for v in mode_players(ranked, 2)] == [v.id for v in ranked[:3]]
+    assert played["server"] == [str(v.id) for v in ranked[1:3]]
 
 
 def test_mode_players_add_each_missing_familys_best_close_behind():
