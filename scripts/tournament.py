@@ -11,7 +11,9 @@ t_baseline / t_leader, all from the same rounds.
     python3 scripts/tournament.py RUN_DIR --out DIR [--top 4] [--repeats 2] [--rounds 15] [--shapes FILE]
                                   [--mode offline|server|back-to-back|separated|...]
 
-`--mode` times the tournaments in another regime (a campaign plays one per final mode, `docs/campaigns.md`).
+`--mode` times the tournaments in another regime (a campaign plays one per final mode, `docs/campaigns.md`); in a
+mode other than the run's search mode the players are the campaign's for that mode: the top `--top` and each other
+family's best within 0.85 of the fastest.
 
 DIR/tournament.json keeps every evaluation (per-round times included); DIR/tournament.md is the table: per shape
 each leader's run figures (pooled search readings, and the run's tournament figure "T"), its figures here, the
@@ -37,9 +39,12 @@ from recheck_finals import _fmt, load_picks  # noqa: E402
 BASELINE = "cublaslt-autotune-max"
 
 
-def leaders(run_dir: Path, acc: str, top: int, shapes: list | None) -> list[dict]:
-    """Per shape of the run (or of `shapes`): its `top` ranked variants, the run's pick first."""
+def leaders(run_dir: Path, acc: str, top: int, shapes: list | None, mix_families: bool = False) -> list[dict]:
+    """Per shape of the run (or of `shapes`): its `top` ranked variants, the run's pick first; with `mix_families`,
+    also each other family's best close behind, as a campaign's tournament in a mode other than its search's
+    (agent.campaign.driver.mode_players)."""
     from agent.campaign.archive import Archive
+    from agent.campaign.driver import mode_players
 
     db = run_dir / "archive.sqlite"
     if not db.is_file():
@@ -52,7 +57,8 @@ def leaders(run_dir: Path, acc: str, top: int, shapes: list | None) -> list[dict
     for gpu, m, n, k in keys:
         if shapes is not None and (m, n, k) not in shapes:
             continue
-        ranked = archive.ranked(gpu, acc, (m, n, k), BASELINE)[:top]
+        ranked = archive.ranked(gpu, acc, (m, n, k), BASELINE)
+        ranked = mode_players(ranked, top) if mix_families else ranked[:top]
         if len(ranked) < 2:
             continue
         out.append({"shape": (m, n, k), "gpu": gpu, "leaders": [
@@ -115,6 +121,14 @@ def table(groups: list[dict], meta: dict) -> str:
     return "\n".join(lines)
 
 
+def search_mode(run_dir: Path) -> str:
+    """The timing mode the run searched in (campaign.json; offline where a run folder predates the record)."""
+    try:
+        return json.loads((run_dir / "campaign.json").read_text()).get("mode", "offline")
+    except (OSError, ValueError):
+        return "offline"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run_dir", type=Path)
@@ -130,7 +144,7 @@ def main() -> int:
         ap.error("--top needs at least 2 leaders and --repeats at least 1")
     try:
         shapes = {tuple(s) for s in load_shapes(a.shapes)} if a.shapes else None
-        groups = leaders(a.run_dir, a.acc, a.top, shapes)
+        groups = leaders(a.run_dir, a.acc, a.top, shapes, mix_families=a.mode != search_mode(a.run_dir))
     except (OSError, ValueError) as e:
         print(f"tournament: {e}", file=sys.stderr)
         return 2

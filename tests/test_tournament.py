@@ -41,6 +41,21 @@ def test_it_takes_each_shapes_ranked_leaders_with_their_sources(tmp_path):
     assert all(f"// v{v['params']['v']}" in v["source"] for v in lead)
 
 
+def test_in_another_mode_it_adds_other_families_close_leaders_as_a_campaign_does(tmp_path):
+    run = _run(tmp_path)
+    a = Archive(run / "archive.sqlite")
+    ev = RecordedEvaluator()
+    base = ev(kernel_source("wgmma"), SHAPE)
+    a.add("r", "H200", "fp32", SHAPE, kernel_source("wgmma", extra="// cp.async\n"), "builtin",
+          scaled_result(base, 0.90), family="ampere_cute", params={"v": 9})
+    mod = load_script("tournament")
+    assert [v["params"] for v in mod.leaders(run, "fp32", 2, None)[0]["leaders"]] == [{"v": 1}, {"v": 0}]
+    mixed = mod.leaders(run, "fp32", 2, None, mix_families=True)[0]["leaders"]
+    assert [(v["family"], v["params"]) for v in mixed] == [("hopper_raw", {"v": 1}), ("hopper_raw", {"v": 0}),
+                                                           ("ampere_cute", {"v": 9})]
+    assert mod.search_mode(run) == "offline"  # a run folder without campaign.json
+
+
 def test_a_runs_own_tournament_leads_the_leaders_and_shows_in_the_table(tmp_path):
     run = _run(tmp_path)
     a = Archive(run / "archive.sqlite")
