@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 def exported(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("dispatch")
     cfg, summary, _ = campaign(tmp, [(64, 64, 64), (128, 256, 512)], budget=4)
+    assert not summary["failures"], summary["failures"]  # a shape that failed would leave the export without it
     export_archive(cfg.run_dir / "archive.sqlite", tmp / "export", run_dir=cfg.run_dir)
     return tmp / "export"
 

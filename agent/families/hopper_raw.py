@@ -106,7 +106,7 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         units = ceil_div(m, p["tile_m"]) * ceil_div(n, p["tile_n"])
         if ck > 1 and units > (fit := cluster_k_fit(ck, lim.num_sms)):
             return False, (f"cluster_k={ck} takes one cluster per tile: {units} tiles exceed the {fit} clusters of {ck} "
-                           "CTAs that run at once, so a second wave would repeat the whole schedule")
+                           "CTAs that run at once, and those that do not fit would run as a second wave")
         if k % 8 or n % 2:
             return False, f"K={k} must be a multiple of 8 (TMA row stride) and N={n} even (paired stores)"
         if p.get("epi") == "tma" and n % 8:
