@@ -29,7 +29,8 @@ DOMAIN: dict[str, tuple] = {
     # distributed shared memory (one work unit per cluster): split-K without a workspace or a second kernel. For
     # sweeps only: on eight skinny long-K shapes (H200, back to back) its best read 0.77-0.97 of best NVIDIA, below
     # the wgmma family's first prior on six. 4-CTA clusters over 128 CTAs read 0.61 where 88 read 0.80 (256x2048x16384):
-    # only 30 such clusters run at once, so `feasible` refuses a second wave (docs/benchmarks/data/cluster_k_split_h200.json)
+    # only 30 such clusters run at once, so `feasible` refuses a second wave
+    # (docs/benchmarks/data/cluster_k_split_h200_2026-11-26_31ba481.json)
     "cluster_k": (1, 2, 4, 8),
     "acc": ("fp32",),
     # direct: half2 stores from the accumulator registers; tma: 64x64 sub-tiles through shared memory, TMA stores
@@ -105,8 +106,8 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             return False, f"cluster_k={ck} leaves fewer than two k-blocks of 64 per CTA (K={k})"
         units = ceil_div(m, p["tile_m"]) * ceil_div(n, p["tile_n"])
         if ck > 1 and units > (fit := cluster_k_fit(ck, lim.num_sms)):
-            return False, (f"cluster_k={ck} takes one cluster per tile: {units} tiles exceed the {fit} clusters of {ck} "
-                           "CTAs that run at once, and those that do not fit would run as a second wave")
+            return False, (f"cluster_k={ck} takes one cluster per tile: {units} tiles exceed the {fit} clusters of "
+                           f"{ck} CTAs that run at once, and those that do not fit would run as a second wave")
         if k % 8 or n % 2:
             return False, f"K={k} must be a multiple of 8 (TMA row stride) and N={n} even (paired stores)"
         if p.get("epi") == "tma" and n % 8:
