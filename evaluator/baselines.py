@@ -227,8 +227,8 @@ def autotune_lt(nat: Native, gpu: str, lt_version: int, shape: tuple[int, int, i
         ranked = sorted(leaders, key=medians.__getitem__) + ranked[len(leaders):]
     detail["finalist_algos"] = [dict(cands)[c].hex() for c in ranked[:1 + EXTRA_FINALISTS]]
     best_algo = dict(cands)[best_cid]
-    detail.update({"chosen_heuristic_rank": algos.index(best_algo),
-                   "chosen_variation": algos.index(best_algo) >= n_heur,
+    offered_rank = algos.index(best_algo)
+    detail.update({"chosen_heuristic_rank": offered_rank, "chosen_variation": offered_rank >= n_heur,
                    "valid_rank": [a for _, a in cands].index(best_algo), "screening_rank": screened.index(best_cid),
                    "median_ms": statistics.median(times[best_cid]), "rounds": rounds, "cached": False})
     tmp = path.with_suffix(".tmp")

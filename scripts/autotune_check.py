@@ -174,14 +174,15 @@ def check_layout(nat, gpu: str, lt_version: int, shape, acc16: bool, tn: bool, p
         for r, regime in enumerate(a.regimes):
             seed = ((shape[0] * 31 + shape[1]) * 31 + shape[2]) % 1_000_003 + 7919 * r + int(tn)
             scr = screen(nat, callables, pool, regime, PROFILES[a.profile], est, seed)
-            field = list(dict.fromkeys(sorted(scr, key=scr.__getitem__)[:a.top] + [n for t in tunings for n in t]))
+            screen_order = sorted(scr, key=scr.__getitem__)
+            field = list(dict.fromkeys(screen_order[:a.top] + [n for t in tunings for n in t]))
             med = truth(nat, {f"cublaslt-autotune-{lay}@{n}": callables[n] for n in field},
                         f"cublaslt-autotune-{lay}@{tunings[0][0]}", pool, regime, prof, seed)
             us = {n.rsplit("@", 1)[1]: v for n, v in med.items()}
             best = min(us, key=us.__getitem__)
             regimes[regime] = {
                 "screened": len(scr), "timed": len(field), "fastest": best, "fastest_us": round(us[best], 3),
-                "fastest_screen_rank": sorted(scr, key=scr.__getitem__).index(best) + 1,
+                "fastest_screen_rank": screen_order.index(best) + 1,
                 "pick_over_best": [round(us[t[0]] / us[best], 4) for t in tunings],
                 "best_of_3_over_best": [round(min(us[n] for n in t) / us[best], 4) for t in tunings],
                 "truth_us": {n: round(v, 3) for n, v in sorted(us.items(), key=lambda kv: kv[1])}}

@@ -112,8 +112,8 @@ def export_archive(db: Path, out_dir: Path, *, best_only: bool = True, run_dir: 
         for v in chosen:
             # a final mode's own winner (another leader) is exported beside the best, named for its modes
             modes = sorted(m for m, i in won.items() if i == v.id)
-            tag = "" if not best_only or v is chosen[0] else "_" + "-".join(modes)
-            name = f"{shape_dir(v.shape)}_{v.acc}_{_slug(v.gpu)}" + (f"_{v.id}" if not best_only else tag) + ".cu"
+            tag = f"_{v.id}" if not best_only else "" if v is chosen[0] else "_" + "-".join(modes)
+            name = f"{shape_dir(v.shape)}_{v.acc}_{_slug(v.gpu)}{tag}.cu"
             rel = f"kernels/{name}"
             (out_dir / rel).write_text(v.read_source())
             by_mode = dict(finals.get((v.gpu, v.acc, tuple(v.shape), v.source_hash), {}))
