@@ -167,8 +167,10 @@ def test_hopper_raw_cluster_k_keeps_earlier_identities_and_is_left_to_sweeps():
     assert "CK = 4" in src and "mapa.u64" in src and "cfg.gridDim = dim3(CK * units)" in src
     assert hopper_raw.feasible(split, (256, 1920, 512), "sm_90a") == (True, "")
     assert "two k-blocks" in hopper_raw.feasible(split, (256, 1920, 448), "sm_90a")[1]
-    # 30 clusters of 4 run at once on 132 SMs: 32 tiles would take a second wave
+    # 30 clusters of 4 run at once on 132 SMs: 32 tiles would take a second wave; 39 of 3 take them in one
     assert "second wave" in hopper_raw.feasible(split, (256, 2048, 512), "sm_90a")[1]
+    assert hopper_raw.feasible(dict(split, cluster_k=3), (256, 2048, 512), "sm_90a") == (True, "")
+    assert "second wave" in hopper_raw.feasible(dict(split, cluster_k=7), (256, 2048, 1024), "sm_90a")[1]
     assert hopper_raw.smem_bytes(hopper_raw.validate(dict(split, stages=2))) > 2 * 256 * 128 + 1024  # 128x136 fp32
     assert hopper_raw.smem_bytes(hopper_raw.validate(split)) == hopper_raw.smem_bytes(hopper_raw.validate(direct))
     assert "cluster_k" not in hopper_raw.SEARCH_DOMAIN
@@ -446,6 +448,9 @@ def test_variants_of_each_family_compile_with_nvcc():
     # (K/64 = 9 blocks over 4 CTAs, the last block partial), M and N ragged, 8 CTAs on a 256-row tile
     ("hopper_raw", dict(RAW_OK, tile_n=128, stages=6, epi="direct", cluster_k=4, pdl=True), (200, 1000, 520)),
     ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=128, stages=4, epi="direct", cluster_k=8), (300, 698, 4096)),
+    # cluster sizes that divide neither the 128 rows of the sum nor the k-blocks: shares of 42-43 and 18-19 rows
+    ("hopper_raw", dict(RAW_OK, tile_n=64, stages=7, epi="direct", cluster_k=3), (256, 1000, 1000)),
+    ("hopper_raw", dict(RAW_OK, tile_n=128, stages=7, epi="direct", cluster_k=7, pdl=True), (130, 500, 2048)),
 ])
 def test_sample_passes_the_evaluators_checks_on_gpu(gpu_samples, family, params, shape):
     """Every correctness check of the evaluator (exact {0,1} draws, deviation bound, accumulator honesty, guard

@@ -27,11 +27,15 @@ DOMAIN: dict[str, tuple] = {
     "cluster_m": (1, 2),
     # CTAs along K per cluster: each multiplies a K-slice of the same tile, and the fp32 partials are summed through
     # distributed shared memory (one work unit per cluster): split-K without a workspace or a second kernel. For
-    # sweeps only: on eight skinny long-K shapes (H200, back to back) its best read 0.77-0.97 of best NVIDIA, below
-    # the wgmma family's first prior on six. 4-CTA clusters over 128 CTAs read 0.61 where 88 read 0.80 (256x2048x16384):
-    # only 30 such clusters run at once, so `feasible` refuses a second wave
-    # (docs/benchmarks/data/cluster_k_split_h200_2026-11-26_31ba481.json)
-    "cluster_k": (1, 2, 4, 8),
+    # sweeps only: on seven skinny long-K shapes (H200, back to back) its best read 0.85-0.98 of best NVIDIA (ahead of
+    # the wgmma family's first prior on 128x4096x8192 and 256x4096x8192, behind it on 256x2048x16384 and
+    # 512x1024x8192). Sizes that fill more SMs than a power of two helped: 128x2048x12288 0.981 with
+    # 3-CTA clusters of 128x64 (96 CTAs) against 0.963 with 4-CTA clusters of 128x128, 256x2048x16384 0.888 with 3
+    # against 0.791, 1024x256x8192 0.902 with 5 against 0.871 with 4
+    # (docs/benchmarks/data/cluster_k_sizes_h200_2026-11-26_77d6225.json). `feasible` refuses a split whose clusters
+    # do not all run at once: 4-CTA clusters over 128 CTAs read 0.61 where 88 read 0.80 (256x2048x16384,
+    # cluster_k_split_h200_2026-11-26_31ba481.json)
+    "cluster_k": (1, 2, 3, 4, 5, 6, 7, 8),
     "acc": ("fp32",),
     # direct: half2 stores from the accumulator registers; tma: 64x64 sub-tiles through shared memory, TMA stores
     "epi": ("direct", "tma"),
@@ -58,9 +62,9 @@ EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
 MAX_ACC_REGS = 192  # fp32 accumulators per consumer thread; the consumers get 232 registers (setmaxnreg)
 
 
-# Clusters of 2, 4 and 8 CTAs of one SM each that an H200 runs at once (cudaOccupancyMaxActiveClusters, 100-227 KB
-# of shared memory): 66, 30 and 15 of 132 SMs, since a cluster stays within one GPC
-CLUSTER_FIT_132 = {2: 66, 4: 30, 8: 15}
+# Clusters of 2-8 CTAs of one SM each that an H200 runs at once (cudaOccupancyMaxActiveClusters, 100-227 KB of
+# shared memory): a cluster stays within one GPC, so 7 fit no more often than 8
+CLUSTER_FIT_132 = {2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}
 
 
 def cluster_k_fit(ck: int, sms: int) -> int:
