@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import html
-import json
 import math
 import os
 import statistics
@@ -236,16 +235,14 @@ def collect_rows(run_dir: str | Path) -> list[ShapeRow]:
     archive = Archive(run_dir / "archive.sqlite")
     finals: dict[tuple, list[dict]] = {}
     winners: dict[tuple, dict[str, int]] = {}
-    if (run_dir / "campaign.sqlite").is_file():
-        from agent.campaign.db import CampaignDB
+    from agent.campaign.db import CampaignDB, run_record
 
+    if (run_dir / "campaign.sqlite").is_file():
         cdb = CampaignDB(run_dir / "campaign.sqlite")
         for f in cdb.finals():
             finals.setdefault((f["gpu"], f["acc"], tuple(f["shape"])), []).append(f)
         winners = cdb.mode_winners()
-    search_mode = "offline"
-    if (run_dir / "campaign.json").is_file():
-        search_mode = json.loads((run_dir / "campaign.json").read_text()).get("mode", search_mode)
+    search_mode = run_record(run_dir).get("mode", "offline")
     rows = []
     for key in archive.shapes():
         hist = archive.history(key.gpu, key.acc, key.shape)
@@ -293,8 +290,9 @@ def report_run(run: str, *, runs_dir: str | Path = "runs", out: str | Path | Non
                           f"{Path(run) / 'archive.sqlite'}")
     rows = collect_rows(run_dir)
     meta: dict = {"run folder": str(run_dir)}
-    if (run_dir / "campaign.json").is_file():
-        c = json.loads((run_dir / "campaign.json").read_text())
+    from agent.campaign.db import run_record
+
+    if c := run_record(run_dir):
         meta.update({"search mode": c.get("mode"), "model": (c.get("model") or {}).get("model_name"),
                      "budget": c.get("budget_candidates") or f"{c.get('budget_minutes')} min"})
     if out is None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import math
 import subprocess
 import sys
@@ -110,7 +109,9 @@ def recorded_settings(run_dirs: list[Path], a) -> argparse.Namespace:
     contradicts the run, runs that differ, or a --shapes file that is not the runs' shape list is an error."""
     from agent.shapes import load_shapes
 
-    recs = {d.name: json.loads(p.read_text()) for d in run_dirs if (p := d / "campaign.json").is_file()}
+    from agent.campaign.db import run_record
+
+    recs = {d.name: run_record(d) for d in run_dirs}
     out, defaults = argparse.Namespace(**vars(a)), _defaults()
     for key, flag in RECORDED:
         seen = {name: r[key] for name, r in recs.items() if r.get(key) is not None}

@@ -122,9 +122,12 @@ def table(groups: list[dict], meta: dict) -> str:
 
 
 def search_mode(run_dir: Path) -> str:
-    """The timing mode the run searched in (campaign.json; offline where a run folder predates the record)."""
+    """The timing mode the run searched in (campaign.json; offline where a run folder predates the record or the
+    record cannot be read)."""
+    from agent.campaign.db import run_record
+
     try:
-        return json.loads((run_dir / "campaign.json").read_text()).get("mode", "offline")
+        return run_record(run_dir).get("mode", "offline")
     except (OSError, ValueError):
         return "offline"
 

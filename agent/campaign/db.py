@@ -12,6 +12,15 @@ from typing import Any, Iterator
 from agent.secrets import scrub
 from evaluator.record import EvalResult
 
+RUN_RECORD = "campaign.json"  # the run's settings, shapes and model, written by the driver (_check_run_params)
+
+
+def run_record(run_dir: Path) -> dict[str, Any]:
+    """What a run folder recorded of its campaign (RUN_RECORD); {} for a folder without one. A file that is not JSON
+    raises json.JSONDecodeError, for each caller to report in its own terms."""
+    path = Path(run_dir) / RUN_RECORD
+    return json.loads(path.read_text()) if path.is_file() else {}
+
 
 class CampaignDB:
     """runs/<run>/campaign.sqlite: the final measurements of each shape's best kernel in each mode, `rep` 0, 1, ...

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from agent.campaign.db import CampaignDB
+from agent.campaign.db import RUN_RECORD, CampaignDB, run_record
 from agent.campaign.progress import PROGRESS_BASELINES, Progress, ShapeProgress
 from agent.shapes import Shape, shape_str
 from evaluator.contract import MODES
@@ -219,19 +219,16 @@ class CampaignConfig:
 def _check_run_params(cfg: CampaignConfig, seam: Seam, model_public: dict) -> None:
     """A run is one GPU model, accumulator and search mode; re-running with others would mix incomparable
     numbers in one archive, so it is refused with the way out."""
-    path = cfg.run_dir / "campaign.json"
+    path = cfg.run_dir / RUN_RECORD
     now = {"acc": cfg.acc, "mode": cfg.mode, "profile": cfg.profile, "gpu": seam.gpu_name}
-    if path.is_file():
-        prev = json.loads(path.read_text())
-        diff = {k: (prev.get(k), v) for k, v in now.items() if prev.get(k) not in (None, v)}
-        if diff:
-            what = ", ".join(f"{k} was {a!r}, now {b!r}" for k, (a, b) in diff.items())
-            raise CampaignError(f"run {cfg.run!r} exists with other settings ({what}); resume it with the same "
-                                f"settings or start another with --run NAME")
-        shapes = [tuple(s) for s in prev.get("shapes", [])]
-        shapes += [s for s in cfg.shapes if s not in shapes]
-    else:
-        prev, shapes = {}, list(cfg.shapes)
+    prev = run_record(cfg.run_dir)
+    diff = {k: (prev.get(k), v) for k, v in now.items() if prev.get(k) not in (None, v)}
+    if diff:
+        what = ", ".join(f"{k} was {a!r}, now {b!r}" for k, (a, b) in diff.items())
+        raise CampaignError(f"run {cfg.run!r} exists with other settings ({what}); resume it with the same "
+                            f"settings or start another with --run NAME")
+    shapes = [tuple(s) for s in prev.get("shapes", [])]
+    shapes += [s for s in cfg.shapes if s not in shapes]
     doc = {**prev, **now, "run": cfg.run, "shapes": [list(s) for s in shapes], "model": model_public,
            "budget_candidates": cfg.budget_candidates, "budget_minutes": cfg.budget_minutes,
            # what a report's header states about the search (the last invocation's, on a resumed run)

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from agent.campaign.archive import Archive, Variant
+from agent.campaign.db import RUN_RECORD, run_record
 from agent.loop.state import thread_id
 from agent.transcript import Transcript
 from evaluator.record import EvalResult
 
 ARCHIVE_FILE = "archive.sqlite"
 TRANSCRIPT_FILE = "transcript.jsonl"
-CAMPAIGN_FILE = "campaign.json"
 FINALS_FILE = "campaign.sqlite"
 
 
@@ -65,12 +65,10 @@ def resolve_run(run: str, runs_dir: str | Path = "runs") -> Path:
 
 
 def open_run(path: Path) -> RunData:
-    meta: dict[str, Any] = {}
-    if (path / CAMPAIGN_FILE).is_file():
-        try:
-            meta = json.loads((path / CAMPAIGN_FILE).read_text())
-        except json.JSONDecodeError as e:
-            raise DatasetError(f"{path / CAMPAIGN_FILE}: not JSON ({e})") from None
+    try:
+        meta: dict[str, Any] = run_record(path)
+    except json.JSONDecodeError as e:
+        raise DatasetError(f"{path / RUN_RECORD}: not JSON ({e})") from None
     events = list(Transcript(path / TRANSCRIPT_FILE).read())
     run = RunData(name=str(meta.get("run") or path.resolve().name), path=path, meta=meta,
                   archive=Archive(path / ARCHIVE_FILE), events=events)
