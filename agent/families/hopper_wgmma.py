@@ -313,6 +313,12 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
         wide_epilogue = dict(pp, swap_ab=n > m, epi_n=64)
         out = ([wide_epilogue, pp, coop] if m * n >= 2 ** 23 else [coop, pp]) + [
             plain(tile_m=64, tile_n=128, schedule="pingpong", swap_ab=False)] + out
+    if k > 512 and flop(shape) < LARGE_FLOP and (fill := _wave_filling_tile(shape, base, sms)):
+        # The base tile leaves most SMs idle and stream-K's fixup does not pay for them: on 1024x2048x2048,
+        # 2048x1024x4096 and 512x4096x2048 (64 tiles of 128x256, H200, back to back and server) the stream-K base
+        # read 0.56-0.69 of best NVIDIA and persistent 128x128 tiles (128 of them) 0.96-0.98 cooperative, 0.94-0.97
+        # ping-pong (docs/benchmarks/data/mid_shapes_h200_2026-11-26_9568339.json)
+        out = [plain(tile_m=fill[0], tile_n=fill[1], schedule=s) for s in ("cooperative", "pingpong")] + out
     if flop(shape) >= LARGE_FLOP and base["schedule"] == "cooperative":
         out = _power_bound_priors(shape, base, ragged, waves=tiles / sms) + out
     if base["schedule"] == "cooperative":
@@ -360,7 +366,30 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
                   "schedule": "pingpong", "scheduler": "persistent", "splits": 1, "raster": "along_n", "swizzle": 1,
                   "stages": 0, "b_operand": "row", "swap_ab": True}
         out = [stream] + [q for q in out if q != stream]
-    return out
+    # Stream-K last: CUTLASS allocates and clears its workspace inside every call, a few microseconds that a shape
+    # below the power limit does not win back. Its priors read 0.31-0.69 of best NVIDIA on ten mid shapes outside
+    # both samples (K 1024-4096, H200, back to back and server), where a persistent or batched prior of the same
+    # list read 0.85-1.03 (docs/benchmarks/data/mid_shapes_h200_2026-11-26_9568339.json).
+    return sorted(out, key=lambda q: q["scheduler"] == "streamk")
+
+
+WAVE_FILL = 0.8  # the share of the SMs a tile's grid must keep busy, averaged over its waves
+
+
+def _wave_filling_tile(shape: tuple[int, int, int], base: dict[str, Any], sms: int) -> tuple[int, int] | None:
+    """Where the base tile's grid fills less than WAVE_FILL of its waves, the largest smaller tile (128x128, then
+    128x64, the base's operand order) that fills more; None where the base fills the SMs or no smaller tile does."""
+    m, n, _ = shape
+    pm, pn = (n, m) if base["swap_ab"] else (m, n)
+
+    def fill(tm: int, tn: int) -> float:
+        tiles = ceil_div(pm, tm) * ceil_div(pn, tn)
+        return tiles / (ceil_div(tiles, sms) * sms)
+
+    if fill(base["tile_m"], base["tile_n"]) >= WAVE_FILL:
+        return None
+    smaller = [t for t in ((128, 128), (128, 64)) if t[0] * t[1] < base["tile_m"] * base["tile_n"]]
+    return next((t for t in smaller if fill(*t) >= WAVE_FILL), None)
 
 
 def _power_bound_priors(shape: tuple[int, int, int], base: dict[str, Any], ragged: bool,

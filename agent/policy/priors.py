@@ -18,13 +18,26 @@ SIZE_CLASSES = ("skinny_long_k", "output_bound", "launch_bound", "mid_low", "mid
 def size_class(shape: tuple[int, int, int], arch: str) -> str:
     m, n, k = shape
     f = flop(shape)
-    if arch == "sm_90a" and k >= 2048 and f < LARGE_FLOP and m * n <= 2 ** 20:
+    if arch == "sm_90a" and f < LARGE_FLOP and m * n <= 2 ** 20 and (k >= 2048 or streams_operands(shape)):
         return "skinny_long_k"  # where wgmma's batched split-K can run
     if f < 2 ** 31:
         return "output_bound" if m * n >= 2 ** 19 else "launch_bound"
     if f < SMALL_FLOP:
         return "mid_low"
     return "mid_high" if f < LARGE_FLOP else "large"
+
+
+# Operands this large (K >= 1024) take longer to read than to launch for: below 2^31 FLOP they are still TMA's, not
+# the one-launch kernels'. On seven such K=1024 shapes outside both samples (64x1024 to 1024x1024 outputs, H200, back
+# to back) a wgmma prior was each one's fastest first prior, 0.57-1.03 of best NVIDIA against 0.53-0.90 for the
+# mma.sync families' (docs/benchmarks/data/mid_shapes_h200_2026-11-26_9568339.json); 64x128x1024 (384 KB, a dev
+# shape the one-launch kernels win by 1.25) stays launch-bound.
+STREAMED_OPERAND_BYTES = 2 ** 21
+
+
+def streams_operands(shape: tuple[int, int, int]) -> bool:
+    m, n, k = shape
+    return k >= 1024 and 2 * (m + n) * k >= STREAMED_OPERAND_BYTES
 
 
 def family_shares(shape: tuple[int, int, int], arch: str) -> dict[str, float]:
