@@ -368,8 +368,8 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
         out = [stream] + [q for q in out if q != stream]
     # Stream-K last: CUTLASS allocates and clears its workspace inside every call, a few microseconds that a shape
     # below the power limit does not win back. Its priors read 0.31-0.69 of best NVIDIA on ten mid shapes outside
-    # both samples (K 1024-4096, H200, back to back and server), where a persistent or batched prior of the same
-    # list read 0.85-1.03 (docs/benchmarks/data/mid_shapes_h200_2026-11-26_9568339.json).
+    # both samples (K 1024-4096, H200, back to back and server), below a persistent or batched prior of the same
+    # list on every one (docs/benchmarks/data/mid_shapes_h200_2026-11-26_9568339.json).
     return sorted(out, key=lambda q: q["scheduler"] == "streamk")
 
 
