@@ -314,7 +314,7 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
         out = ([wide_epilogue, pp, coop] if m * n >= 2 ** 23 else [coop, pp]) + [
             plain(tile_m=64, tile_n=128, schedule="pingpong", swap_ab=False)] + out
     if k > 512 and flop(shape) < LARGE_FLOP and (fill := _wave_filling_tile(shape, base, sms)):
-        # The base tile leaves most SMs idle and stream-K's fixup does not pay for them: on 1024x2048x2048,
+        # The base tile leaves SMs idle and stream-K's fixup does not pay for them: on 1024x2048x2048,
         # 2048x1024x4096 and 512x4096x2048 (64 tiles of 128x256, H200, back to back and server) the stream-K base
         # read 0.56-0.69 of best NVIDIA and persistent 128x128 tiles (128 of them) 0.96-0.98 cooperative, 0.94-0.97
         # ping-pong (docs/benchmarks/data/mid_shapes_h200_2026-11-26_9568339.json)
@@ -378,7 +378,8 @@ WAVE_FILL = 0.8  # the share of the SMs a tile's grid must keep busy, averaged o
 
 def _wave_filling_tile(shape: tuple[int, int, int], base: dict[str, Any], sms: int) -> tuple[int, int] | None:
     """Where the base tile's grid fills less than WAVE_FILL of its waves, the largest smaller tile (128x128, then
-    128x64, the base's operand order) that fills more; None where the base fills the SMs or no smaller tile does."""
+    128x64, the base's operand order) that fills at least that; None where the base fills the SMs or no smaller tile
+    does."""
     m, n, _ = shape
     pm, pn = (n, m) if base["swap_ab"] else (m, n)
 
