@@ -18,6 +18,7 @@ from pathlib import Path
 
 import jinja2
 
+from agent.campaign.db import CampaignDB, run_record
 from agent.resources import data_dir
 from evaluator.contract import MODES  # the report's mode sections, in this order
 from evaluator.record import BEST_NVIDIA, EvalResult
@@ -235,8 +236,6 @@ def collect_rows(run_dir: str | Path) -> list[ShapeRow]:
     archive = Archive(run_dir / "archive.sqlite")
     finals: dict[tuple, list[dict]] = {}
     winners: dict[tuple, dict[str, int]] = {}
-    from agent.campaign.db import CampaignDB, run_record
-
     if (run_dir / "campaign.sqlite").is_file():
         cdb = CampaignDB(run_dir / "campaign.sqlite")
         for f in cdb.finals():
@@ -290,8 +289,6 @@ def report_run(run: str, *, runs_dir: str | Path = "runs", out: str | Path | Non
                           f"{Path(run) / 'archive.sqlite'}")
     rows = collect_rows(run_dir)
     meta: dict = {"run folder": str(run_dir)}
-    from agent.campaign.db import run_record
-
     if c := run_record(run_dir):
         meta.update({"search mode": c.get("mode"), "model": (c.get("model") or {}).get("model_name"),
                      "budget": c.get("budget_candidates") or f"{c.get('budget_minutes')} min"})

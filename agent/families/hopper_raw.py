@@ -108,10 +108,11 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         m, n, k = shape
         if ck > 1 and ceil_div(k, 64) < 2 * ck:
             return False, f"cluster_k={ck} leaves fewer than two k-blocks of 64 per CTA (K={k})"
-        units = ceil_div(m, p["tile_m"]) * ceil_div(n, p["tile_n"])
-        if ck > 1 and units > (fit := cluster_k_fit(ck, lim.num_sms)):
-            return False, (f"cluster_k={ck} takes one cluster per tile: {units} tiles exceed the {fit} clusters of "
-                           f"{ck} CTAs that run at once, and those that do not fit would run as a second wave")
+        if ck > 1:
+            units = ceil_div(m, p["tile_m"]) * ceil_div(n, p["tile_n"])
+            if units > (fit := cluster_k_fit(ck, lim.num_sms)):
+                return False, (f"cluster_k={ck} takes one cluster per tile: {units} tiles exceed the {fit} clusters "
+                               f"of {ck} CTAs that run at once, and those that do not fit would run as a second wave")
         if k % 8 or n % 2:
             return False, f"K={k} must be a multiple of 8 (TMA row stride) and N={n} even (paired stores)"
         if p.get("epi") == "tma" and n % 8:

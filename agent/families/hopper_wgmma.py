@@ -228,6 +228,9 @@ SHORT = "hw"
 # large class is this family's and the hand-written hopper_raw's.
 SHARES = {"skinny_long_k": 0.6, "output_bound": 0.4, "launch_bound": 0.0,
           "mid_low": 0.3, "mid_high": 0.5, "large": 0.5}
+# the share of the SMs a tile's grid must keep busy, averaged over its waves (pricing.wave_fill): below it a big
+# grid's last wave is ragged, and a mid shape's grid leaves SMs idle
+WAVE_FILL = 0.8
 ARCH_FALLBACK = "ampere_cute"  # where wgmma does not exist, its share goes to the mma.sync kernels
 
 
@@ -292,7 +295,7 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
     out = [base]
     pm, pn = (n, m) if base["swap_ab"] else (m, n)
     tiles = ceil_div(pm, base["tile_m"]) * ceil_div(pn, base["tile_n"])
-    ragged = tiles > sms and tiles / (ceil_div(tiles, sms) * sms) < 0.8
+    ragged = tiles > sms and pricing.wave_fill(tiles, sms) < WAVE_FILL
     if ragged:
         # The last wave of the big tile is mostly empty (12288x512x12288: 192 tiles of 128x256 = 1.45 waves); 128x128
         # tiles quantise better: ping-pong 0.994 and cooperative 0.981 there, against 0.93-0.94 for 128x256 (H200).
@@ -373,9 +376,6 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
     return sorted(out, key=lambda q: q["scheduler"] == "streamk")
 
 
-WAVE_FILL = 0.8  # the share of the SMs a tile's grid must keep busy, averaged over its waves
-
-
 def _wave_filling_tile(shape: tuple[int, int, int], base: dict[str, Any], sms: int) -> tuple[int, int] | None:
     """Where the base tile's grid fills less than WAVE_FILL of its waves, the largest smaller tile (128x128, then
     128x64, the base's operand order) that fills at least that; None where the base fills the SMs or no smaller tile
@@ -384,8 +384,7 @@ def _wave_filling_tile(shape: tuple[int, int, int], base: dict[str, Any], sms: i
     pm, pn = (n, m) if base["swap_ab"] else (m, n)
 
     def fill(tm: int, tn: int) -> float:
-        tiles = ceil_div(pm, tm) * ceil_div(pn, tn)
-        return tiles / (ceil_div(tiles, sms) * sms)
+        return pricing.wave_fill(ceil_div(pm, tm) * ceil_div(pn, tn), sms)
 
     if fill(base["tile_m"], base["tile_n"]) >= WAVE_FILL:
         return None

@@ -100,6 +100,11 @@ def b_streams(shape: tuple[int, int, int]) -> bool:
     return 2 * n * k >= L2_BYTES
 
 
+def wave_fill(tiles: int, sms: int) -> float:
+    """The share of the SMs a grid of `tiles` one-SM CTAs keeps busy, averaged over its waves."""
+    return tiles / (ceil_div(tiles, sms) * sms)
+
+
 # up to this many waves a 1x1 cluster leads its 2x1 twin (single_cta_price); the priors list it first there
 SINGLE_CTA_MAX_WAVES = 4.0
 
