@@ -342,7 +342,6 @@ def test_hopper_priors_keep_a_swizzle_that_cutlass_applies_without_padding(shape
 
 @pytest.mark.parametrize("shape,tile,slices", [
     ((64, 2048, 4096), (64, 64, "pingpong"), 4),  # 32 tiles x 4 slices: 0.98 of cuBLASLt on the H200 (a sweep)
-    ((128, 2048, 4096), (128, 64, "cooperative"), 4),  # 1.00
     ((256, 2048, 16384), (128, 128, "pingpong"), 4),  # 0.97
     ((64, 512, 2048), (64, 64, "pingpong"), 8),  # 8 tiles x 8 slices: 1.00
 ])
@@ -384,10 +383,47 @@ def test_a_mid_shape_starts_with_a_tile_that_fills_the_sms(shape, tile):
         assert get("hopper_wgmma").feasible(p, shape, "sm_90a") == (True, "")
 
 
-@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (128, 2048, 4096), (8192, 4096, 16384)])
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (64, 2048, 4096), (8192, 4096, 16384), (64, 1024, 1024)])
 def test_no_smaller_tile_where_the_base_fills_the_sms_or_none_would(shape):
     base = hopper_wgmma.prior(shape, "fp32")
     assert hopper_wgmma._wave_filling_tile(shape, base, 132) is None
+
+
+@pytest.mark.parametrize("shape,tile", [
+    ((256, 1024, 1024), (64, 32, True)),  # 128 tiles: 1.26 of best NVIDIA back to back, the split 0.77 (H200)
+    ((512, 1024, 1024), (64, 64, True)),  # 1.22 against 0.66; nvjet runs 64x64 tiles there
+    ((512, 512, 2048), (64, 32, False)),  # 1.15 against 0.79
+    ((128, 2048, 4096), (64, 32, True)),  # 1.05 against 1.00
+    ((128, 1024, 2048), (64, 32, True)),  # 64 tiles, half the SMs: 1.15 against 0.98
+])
+def test_small_tiles_that_fill_the_sms_lead_the_split_up_to_k_4096(shape, tile):
+    """A mid shape with few 128-row tiles and K <= 4096: a persistent ping-pong 64-row tile whose grid fills the SMs
+    once comes before the batched split-K, which stays in the list right after it."""
+    ps = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")
+    first = ps[0]
+    assert (first["tile_m"], first["tile_n"], first["swap_ab"]) == tile
+    assert (first["schedule"], first["scheduler"], first["splits"]) == ("pingpong", "persistent", 1)
+    assert ps[1]["scheduler"] == "batched"
+    for p in ps:
+        assert get("hopper_wgmma").feasible(p, shape, "sm_90a") == (True, "")
+
+
+@pytest.mark.parametrize("shape", [(256, 2048, 16384), (128, 2048, 12288), (4096, 64, 16384)])
+def test_the_split_leads_beyond_k_4096(shape):
+    """Skinny long-K shapes keep their batched split first (the winners there), and no 64-row tile is added to fill
+    the SMs (unmeasured at that length)."""
+    ps = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")
+    assert ps[0]["scheduler"] == "batched"
+    base = hopper_wgmma.prior(shape, "fp32")
+    fill = hopper_wgmma._wave_filling_tile(shape, base, 132)
+    assert fill is None or fill[0] == 128
+
+
+def test_half_a_wave_of_small_tiles_only_for_short_k():
+    """64 tiles of 64x32 (half the SMs) lead at K=2048; at K=4096 they were only even with the split."""
+    assert hopper_wgmma._wave_filling_tile((128, 1024, 2048), hopper_wgmma.prior((128, 1024, 2048), "fp32"), 132)
+    assert hopper_wgmma._wave_filling_tile((128, 1024, 4096), hopper_wgmma.prior((128, 1024, 4096), "fp32"),
+                                           132) is None
 
 
 @pytest.mark.parametrize("shape", [(64, 4096, 1024), (1024, 1024, 1024), (64, 8192, 4096), (1024, 2048, 64),
@@ -675,3 +711,4 @@ def test_a_sliced_split_over_a_streamed_b_reads_b_as_stored():
     for fits in ((128, 2048, 4096), (64, 512, 2048)):  # B of 16 MiB and 2 MiB
         assert all(p["b_operand"] == "col" for p in priors.priors("hopper_wgmma", fits, "fp32", "sm_90a")
                    if p["scheduler"] == "batched")
+

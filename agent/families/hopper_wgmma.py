@@ -21,7 +21,7 @@ DOMAIN: dict[str, tuple] = {
     "tile_m": (64, 128, 256),
     # multiples of 16 between the powers of two fit a tile grid to the SMs' waves (nvjet runs 96/160/176 too); CUTLASS's
     # wgmma selector builds tile_n=168 from 8-wide atoms and its shared-memory layout then fails to compile
-    "tile_n": (64, 96, 128, 144, 160, 176, 192, 256),
+    "tile_n": (32, 64, 96, 128, 144, 160, 176, 192, 256),
     "tile_k": (64, 128),
     "cluster_m": (1, 2, 4),
     "cluster_n": (1, 2, 4),
@@ -231,6 +231,10 @@ SHARES = {"skinny_long_k": 0.6, "output_bound": 0.4, "launch_bound": 0.0,
 # the share of the SMs a tile's grid must keep busy, averaged over its waves (pricing.wave_fill): below it a big
 # grid's last wave is ragged, and a mid shape's grid leaves SMs idle
 WAVE_FILL = 0.8
+# Up to this K a wave-filling tile, 64-row tiles included, leads the batched split-K; beyond it the split leads
+FILL_LEADS_MAX_K = 4096
+# Up to this K a 64-row tile that fills at least HALF_FILL of the SMs once still beats the split (below)
+HALF_FILL, HALF_FILL_MAX_K = 0.45, 2048
 ARCH_FALLBACK = "ampere_cute"  # where wgmma does not exist, its share goes to the mma.sync kernels
 
 
@@ -316,12 +320,15 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
         wide_epilogue = dict(pp, swap_ab=n > m, epi_n=64)
         out = ([wide_epilogue, pp, coop] if m * n >= 2 ** 23 else [coop, pp]) + [
             plain(tile_m=64, tile_n=128, schedule="pingpong", swap_ab=False)] + out
+    filling = []
     if k > 512 and flop(shape) < LARGE_FLOP and (fill := _wave_filling_tile(shape, base, sms)):
         # The base tile leaves SMs idle and stream-K's fixup does not pay for them: on 1024x2048x2048,
         # 2048x1024x4096 and 512x4096x2048 (64 tiles of 128x256, H200, back to back and server) the stream-K base
         # read 0.56-0.69 of best NVIDIA and persistent 128x128 tiles (128 of them) 0.96-0.98 cooperative, 0.94-0.97
         # ping-pong (docs/benchmarks/data/mid_shapes_h200_2026-11-26_9568339.json)
-        out = [plain(tile_m=fill[0], tile_n=fill[1], schedule=s) for s in ("cooperative", "pingpong")] + out
+        tm, tn, swap = fill
+        filling = [plain(tile_m=tm, tile_n=tn, schedule=s, swap_ab=swap)
+                   for s in (("cooperative", "pingpong") if tm == 128 else ("pingpong",))]
     if flop(shape) >= LARGE_FLOP and base["schedule"] == "cooperative":
         out = _power_bound_priors(shape, base, ragged, waves=tiles / sms) + out
     if base["schedule"] == "cooperative":
@@ -353,7 +360,13 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
                 # N-major twins 1.006-1.012 against 0.962-0.973). The K-major twin stays listed right after it.
                 sliced.append(dict(q, b_operand="row"))
             sliced.append(q)
-    out = sliced + out
+    # Where small tiles fill the SMs once, they beat the split on K up to 4096: on ten shapes of 128-512 x
+    # 512-2048 x 1024-4096 (H200) the best of them read 1.03-1.26 of best NVIDIA back to back where the split read
+    # 0.66-1.00, and 0.92-0.96 in server mode against 0.63-0.88, except 128x2048x4096, where the split kept server
+    # mode (0.996 against 0.957). nvjet picks such tiles there too (Nsight Compute: 64x64 in 2x1 clusters with 13
+    # stages on 512x1024x1024, 32x64 with 16 on 256x1024x1024)
+    # (docs/benchmarks/data/small_tiles_h200_2026-11-26_c1976b1.json).
+    out = (filling + sliced if k <= FILL_LEADS_MAX_K else sliced + filling) + out
     for swap, tm, tn in ((base["swap_ab"], 128, 128), (m <= 128 <= n, 128, 64)):
         pm, pn = (n, m) if swap else (m, n)
         tiles = ceil_div(pm, tm) * ceil_div(pn, tn)
@@ -376,20 +389,31 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
     return sorted(out, key=lambda q: q["scheduler"] == "streamk")
 
 
-def _wave_filling_tile(shape: tuple[int, int, int], base: dict[str, Any], sms: int) -> tuple[int, int] | None:
-    """Where the base tile's grid fills less than WAVE_FILL of its waves, the largest smaller tile (128x128, then
-    128x64, the base's operand order) that fills at least that; None where the base fills the SMs or no smaller tile
-    does."""
-    m, n, _ = shape
-    pm, pn = (n, m) if base["swap_ab"] else (m, n)
+def _wave_filling_tile(shape: tuple[int, int, int], base: dict[str, Any],
+                       sms: int) -> tuple[int, int, bool] | None:
+    """Where the base tile's grid fills less than WAVE_FILL of its waves, the largest smaller tile that fills at
+    least that, with its swap_ab: 128x128 or 128x64 in the base's operand order, else (K up to FILL_LEADS_MAX_K)
+    64x128, 64x64 or 64x32 with the longer side on wgmma's M. Where none does and K is at most HALF_FILL_MAX_K, the one that fills the most, if
+    that is HALF_FILL or more: on 256x1024x1024, 512x512x1024, 128x2048x1024, 256x1024x2048 and 128x1024x2048
+    64 such tiles read 1.11-1.17 of best NVIDIA back to back where the batched split read 0.77-0.98 (H200); at K=4096
+    they were even with it (0.99-1.05 against 0.96-1.00). None where the base fills the SMs or no tile qualifies."""
+    m, n, k = shape
 
-    def fill(tm: int, tn: int) -> float:
+    def fill(tm: int, tn: int, swap: bool) -> float:
+        pm, pn = (n, m) if swap else (m, n)
         return pricing.wave_fill(ceil_div(pm, tm) * ceil_div(pn, tn), sms)
 
-    if fill(base["tile_m"], base["tile_n"]) >= WAVE_FILL:
+    if fill(base["tile_m"], base["tile_n"], base["swap_ab"]) >= WAVE_FILL:
         return None
-    smaller = [t for t in ((128, 128), (128, 64)) if t[0] * t[1] < base["tile_m"] * base["tile_n"]]
-    return next((t for t in smaller if fill(*t) >= WAVE_FILL), None)
+    tiles = [(128, 128, base["swap_ab"]), (128, 64, base["swap_ab"])]
+    if k <= FILL_LEADS_MAX_K:  # longer K is the batched split's (skinny long-K winners); unmeasured there
+        tiles += [(64, 128, n > m), (64, 64, n > m), (64, 32, n > m)]
+    smaller = [t for t in tiles if t[0] * t[1] < base["tile_m"] * base["tile_n"]]
+    full = next((t for t in smaller if fill(*t) >= WAVE_FILL), None)
+    if full or k > HALF_FILL_MAX_K or not smaller:
+        return full
+    best = max(smaller, key=lambda t: fill(*t))  # the first of equals: the larger tile
+    return best if fill(*best) >= HALF_FILL else None
 
 
 def _power_bound_priors(shape: tuple[int, int, int], base: dict[str, Any], ragged: bool,
