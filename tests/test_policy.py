@@ -712,3 +712,16 @@ def test_a_sliced_split_over_a_streamed_b_reads_b_as_stored():
         assert all(p["b_operand"] == "col" for p in priors.priors("hopper_wgmma", fits, "fp32", "sm_90a")
                    if p["scheduler"] == "batched")
 
+
+def test_a_32_wide_prior_mutates_to_its_neighbours_but_the_search_draws_no_32_wide_tile():
+    """tile_n=32 is a prior's value only: its tile_n move goes to the nearest search value (64), its other knobs move
+    as usual, and the feasible space the policy draws from has no 32-wide tile."""
+    import random
+    from agent.policy.builtin import _mutations
+    shape = (2048, 128, 1024)
+    first = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[0]
+    assert first["tile_n"] == 32 and 32 not in hopper_wgmma.SEARCH_DOMAIN["tile_n"]
+    moves = _mutations(hopper_wgmma.SEARCH_DOMAIN, full_params("hopper_wgmma", first), random.Random(0))
+    assert {q["tile_n"] for q in moves if q["tile_n"] != 32} == {64}
+    assert any(q["tile_n"] == 32 and q["tile_k"] == 128 for q in moves)
+    assert all(p["tile_n"] != 32 for p in hopper_wgmma.space(shape, "fp32", "sm_90a"))

@@ -44,6 +44,9 @@ DOMAIN: dict[str, tuple] = {
     **LAUNCH_DOMAIN,
 }
 DEFAULTS: dict[str, Any] = {**LAUNCH_DEFAULTS, "epi_n": 0, "grid": "full"}
+# What the policy's mutations and random draws move through: 32-wide tiles only where the wave-filling priors put
+# them (mid shapes with few tiles, _wave_filling_tile); elsewhere they would spend search slots on a tile too small
+SEARCH_DOMAIN: dict[str, tuple] = {**DOMAIN, "tile_n": tuple(n for n in DOMAIN["tile_n"] if n != 32)}
 EPILOGUE_SMEM_ESTIMATE = 32 * 1024
 MAX_ACC_REGS = 192
 
@@ -198,7 +201,7 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
         return []
     out = []
     for tm, tn, tk, cm, cn, sched, swap, bop in itertools.product(
-            DOMAIN["tile_m"], DOMAIN["tile_n"], DOMAIN["tile_k"], (1, 2), (1, 2), DOMAIN["schedule"],
+            DOMAIN["tile_m"], SEARCH_DOMAIN["tile_n"], DOMAIN["tile_k"], (1, 2), (1, 2), DOMAIN["schedule"],
             DOMAIN["swap_ab"], DOMAIN["b_operand"]):
         for scheduler, splits in (("persistent", 1), ("streamk", 1), ("streamk", 2), ("streamk", 4),
                                   ("batched", 2), ("batched", 4), ("batched", 8), ("batched", 16)):

@@ -73,9 +73,16 @@ def _mutations(dom: dict[str, tuple], p: dict[str, Any], rng: random.Random, fix
     knobs = [k for k in dom if k not in fixed and len(dom[k]) > 1]
     for k in knobs:
         vals = list(dom[k])
-        i = vals.index(p[k]) if p[k] in vals else 0
         numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals)
-        steps = [vals[j] for j in (i - 1, i + 1) if 0 <= j < len(vals)] if numeric else [v for v in vals if v != p[k]]
+        if numeric and p[k] not in vals and isinstance(p[k], (int, float)):
+            # a prior's value outside the search's (hopper_wgmma's 32-wide tile): its nearest values on either side
+            steps = [max(v for v in vals if v < p[k])] if any(v < p[k] for v in vals) else []
+            steps += [min(v for v in vals if v > p[k])] if any(v > p[k] for v in vals) else []
+        elif numeric:
+            i = vals.index(p[k]) if p[k] in vals else 0
+            steps = [vals[j] for j in (i - 1, i + 1) if 0 <= j < len(vals)]
+        else:
+            steps = [v for v in vals if v != p[k]]
         for v in steps:
             q = dict(p)
             q[k] = v
