@@ -396,10 +396,11 @@ def _wave_filling_tile(shape: tuple[int, int, int], base: dict[str, Any],
                        sms: int) -> tuple[int, int, bool] | None:
     """Where the base tile's grid fills less than WAVE_FILL of its waves, the largest smaller tile that fills at
     least that, with its swap_ab: 128x128 or 128x64 in the base's operand order, else (K up to FILL_LEADS_MAX_K)
-    64x128, 64x64 or 64x32 with the longer side on wgmma's M. Where none does and K is at most HALF_FILL_MAX_K, the one that fills the most, if
-    that is HALF_FILL or more: on 256x1024x1024, 512x512x1024, 128x2048x1024, 256x1024x2048 and 128x1024x2048
-    64 such tiles read 1.11-1.17 of best NVIDIA back to back where the batched split read 0.77-0.98 (H200); at K=4096
-    they were even with it (0.99-1.05 against 0.96-1.00). None where the base fills the SMs or no tile qualifies."""
+    64x128, 64x64 or 64x32 with the longer side on wgmma's M. Where none does and K is at most HALF_FILL_MAX_K,
+    the one that fills the most, if that is HALF_FILL or more: on 256x1024x1024, 512x512x1024, 128x2048x1024,
+    256x1024x2048 and 128x1024x2048, 64 such tiles read 1.11-1.17 of best NVIDIA back to back where the batched
+    split read 0.75-0.98 (H200); at K=4096 they were even with it (0.99-1.05 against 0.96-1.00). None where the
+    base fills the SMs or no tile qualifies."""
     m, n, k = shape
 
     def fill(tm: int, tn: int, swap: bool) -> float:
