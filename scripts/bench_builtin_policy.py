@@ -107,9 +107,8 @@ def recorded_settings(run_dirs: list[Path], a) -> argparse.Namespace:
     """The flags the header shows, taken from what the runs recorded (campaign.json) over the command line's: a fp16
     run summarised without --acc was once titled fp32, and budget 12 printed as the default 8. A flag given that
     contradicts the run, runs that differ, or a --shapes file that is not the runs' shape list is an error."""
-    from agent.shapes import load_shapes
-
     from agent.campaign.db import run_record
+    from agent.shapes import load_shapes
 
     recs = {d.name: run_record(d) for d in run_dirs}
     out, defaults = argparse.Namespace(**vars(a)), _defaults()

@@ -196,13 +196,14 @@ def render(params: dict[str, Any]) -> str:
 
 
 def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") -> list[dict[str, Any]]:
-    """Feasible configs for a shape (schedules x tiles x clusters x schedulers x raster/swizzle x stages)."""
+    """Feasible configs for a shape within SEARCH_DOMAIN (schedules x tiles x clusters x schedulers x raster/swizzle
+    x stages)."""
     if arch != "sm_90a":
         return []
     out = []
     for tm, tn, tk, cm, cn, sched, swap, bop in itertools.product(
-            DOMAIN["tile_m"], SEARCH_DOMAIN["tile_n"], DOMAIN["tile_k"], (1, 2), (1, 2), DOMAIN["schedule"],
-            DOMAIN["swap_ab"], DOMAIN["b_operand"]):
+            SEARCH_DOMAIN["tile_m"], SEARCH_DOMAIN["tile_n"], SEARCH_DOMAIN["tile_k"], (1, 2), (1, 2),
+            SEARCH_DOMAIN["schedule"], SEARCH_DOMAIN["swap_ab"], SEARCH_DOMAIN["b_operand"]):
         for scheduler, splits in (("persistent", 1), ("streamk", 1), ("streamk", 2), ("streamk", 4),
                                   ("batched", 2), ("batched", 4), ("batched", 8), ("batched", 16)):
             for raster, swz in (("heuristic", 1), ("along_m", 2), ("along_n", 2), ("along_m", 4), ("along_n", 4),

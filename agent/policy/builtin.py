@@ -74,13 +74,11 @@ def _mutations(dom: dict[str, tuple], p: dict[str, Any], rng: random.Random, fix
     for k in knobs:
         vals = list(dom[k])
         numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals)
-        if numeric and p[k] not in vals and isinstance(p[k], (int, float)):
-            # a prior's value outside the search's (hopper_wgmma's 32-wide tile): its nearest values on either side
-            steps = [max(v for v in vals if v < p[k])] if any(v < p[k] for v in vals) else []
-            steps += [min(v for v in vals if v > p[k])] if any(v > p[k] for v in vals) else []
-        elif numeric:
-            i = vals.index(p[k]) if p[k] in vals else 0
-            steps = [vals[j] for j in (i - 1, i + 1) if 0 <= j < len(vals)]
+        if numeric:
+            # the nearest values on either side, by value: a prior may hold one outside the search's domain
+            # (hopper_wgmma's 32-wide tile)
+            below, above = [v for v in vals if v < p[k]], [v for v in vals if v > p[k]]
+            steps = ([max(below)] if below else []) + ([min(above)] if above else [])
         else:
             steps = [v for v in vals if v != p[k]]
         for v in steps:
