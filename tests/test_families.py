@@ -421,6 +421,9 @@ def test_variants_of_each_family_compile_with_nvcc():
      (1000, 520, 1024)),
     # a tile_n between the powers of two (an extended n176 wgmma atom), ragged on both sides
     ("hopper_wgmma", HOPPER_EXTENDED, (1000, 1000, 1024)),
+    # the smallest wave-filling tile: ping-pong 64x32, swapped so the long side is on wgmma's M, both edges ragged
+    ("hopper_wgmma", dict(HOPPER_OK, tile_m=64, tile_n=32, schedule="pingpong", cluster_m=2, swap_ab=True,
+                          raster="heuristic", swizzle=1), (200, 1000, 1024)),
     # an explicit 128x128 epilogue sub-tile with an N-major B, one CTA per cluster
     ("hopper_wgmma", dict(HOPPER_OK, cluster_m=1, swizzle=1, b_operand="row", epi_n=128, pdl=True), (1000, 520, 1024)),
     # the hand-written kernel: TMA stores clipped at ragged M and N, K not a multiple of 64, several tiles per CTA
