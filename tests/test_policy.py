@@ -500,7 +500,7 @@ def test_raw_priors_are_feasible_on_the_big_dev_shapes_and_band_as_measured():
     one_wave = priors.priors("hopper_raw", (1024, 4096, 8192), "fp32", "sm_90a")
     assert [(p["tile_m"], p["group"]) for p in one_wave] == [(128, 4), (256, 1)]
     assert [p["group"] for p in priors.priors("hopper_raw", (4096, 1024, 12288), "fp32", "sm_90a")] == [16, 1]
-    assert [p["group"] for p in priors.priors("hopper_raw", (1024, 2048, 64), "fp32", "sm_90a")] == [1, 1]
+    assert [p["group"] for p in priors.priors("hopper_raw", (2048, 2048, 4096), "fp32", "sm_90a")] == [1, 1]
     # beyond one wave, bands that square a wave's footprint: 16 tile-rows of 128x256 (A panels half the bytes of
     # B's), 8 of 256x128 and of 256x192
     wide = priors.priors("hopper_raw", (8192, 4096, 16384), "fp32", "sm_90a")
@@ -725,3 +725,26 @@ def test_a_32_wide_prior_mutates_to_its_neighbours_but_the_search_draws_no_32_wi
     assert {q["tile_n"] for q in moves if q["tile_n"] != 32} == {64}
     assert any(q["tile_n"] == 32 and q["tile_k"] == 128 for q in moves)
     assert all(p["tile_n"] != 32 for p in hopper_wgmma.space(shape, "fp32", "sm_90a"))
+
+
+@pytest.mark.parametrize("shape,tiles", [
+    ((1024, 1024, 512), [(128, 64, 7)]),  # 128 tiles of 128x64; 128x128 would leave half the SMs idle
+    ((2048, 1024, 1024), [(128, 128, 6), (128, 64, 7)]),
+    ((2048, 2048, 1024), [(128, 256, 4), (128, 128, 6)]),  # the second takes two full waves
+    ((128, 8192, 1024), [(128, 64, 7)]),
+    ((2048, 128, 1024), []),  # 16x2 tiles of 128x64: no swapped order to fill the SMs with
+    ((1024, 1024, 256), []),  # K too short for the deep ring to pay
+    ((1024, 1004, 1024), []),  # N not a multiple of 8: no TMA epilogue
+])
+def test_raw_mid_shape_priors_fill_the_sms_with_a_deep_ring(shape, tiles):
+    """Below the large class hopper_raw lists its widest 128-row tiles whose grid fills the SMs, the deepest ring
+    and the TMA epilogue (faster cold than CUTLASS on 16 mid shapes); where it lists none, it gets no share of a
+    batch, and where it does, the first batch holds its first prior."""
+    ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
+    assert [(p["tile_m"], p["tile_n"], p["stages"]) for p in ps] == tiles
+    assert all(p["epi"] == "tma" and get("hopper_raw").feasible(p, shape, "sm_90a") == (True, "") for p in ps)
+    share = priors.family_shares(shape, "sm_90a")["hopper_raw"]
+    assert (share > 0) == bool(tiles)
+    if tiles:
+        batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 4)
+        assert canonical(ps[0]) in {canonical(c.params) for c in batch if c.family == "hopper_raw"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.families import families, get, with_launch_knobs
+from agent.families import ARCHS, families, get, with_launch_knobs
 from agent.families.pricing import LARGE_FLOP, SMALL_FLOP, flop
 
 SIZE_CLASSES = ("skinny_long_k", "output_bound", "launch_bound", "mid_low", "mid_high", "large")
@@ -46,6 +46,12 @@ def family_shares(shape: tuple[int, int, int], arch: str) -> dict[str, float]:
     cls = size_class(shape, arch)
     fams = families()
     shares = {name: float(mod.SHARES.get(cls, 0.0)) for name, mod in fams.items()}
+    for name, mod in fams.items():
+        # a family that lists no prior for the shape where it runs knows no place to start there (hopper_raw on a
+        # mid shape that no 128-row grid fills): it gets no share and hands none on
+        own = next((a for a in ARCHS if mod.runs_on(a)), arch)
+        if shares[name] > 0 and not mod.priors(shape, "fp32", own):
+            shares[name] = 0.0
     for name, mod in fams.items():
         if not mod.runs_on(arch):
             fallback = getattr(mod, "ARCH_FALLBACK", None)
