@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from agent.files import replace_text
 from agent.secrets import scrub
 
 REPLY_CAP_BYTES = 256 * 1024
@@ -37,9 +38,7 @@ class ReplyStore:
             body = data[:REPLY_CAP_BYTES].decode("utf-8", errors="ignore")
             if cut:
                 body += f"\n[cut: {cut} more bytes of this {len(data)}-byte reply were not kept]\n"
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(body, encoding="utf-8")
-            os.replace(tmp, path)  # a reader never sees half a reply
+            replace_text(path, body)
         head = text[:HEAD_CHARS] + (f"\n[... {len(text) - HEAD_CHARS} more characters in replies/{h}.txt]"
                                     if len(text) > HEAD_CHARS else "")
         return {"sha256": h, "chars": len(text), "file": f"replies/{h}.txt", "cut": cut, "head": head}

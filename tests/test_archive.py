@@ -197,3 +197,31 @@ def test_archive_scrubs_reasons_but_keeps_sources(tmp_path, monkeypatch):
     vid = a.add("r", "H200", "fp32", (64, 64, 64), src, "m", r)
     assert "tok-0123456789" not in a.get(vid).reason and a.source(vid) == src
     assert b"tok-0123456789" not in (tmp_path / "a.sqlite").read_bytes()
+
+
+def test_lanes_storing_one_kernel_at_once_all_succeed(tmp_path):
+    """The campaign's lanes are threads of one process: two shapes proposed the same shape-independent hopper_raw
+    source at once, and the second rename of a temporary file they shared by name failed that shape."""
+    import threading
+
+    archive = Archive(tmp_path / "archive.sqlite")
+    source = kernel_source("shared")
+    start, errors = threading.Barrier(16), []
+
+    def store():
+        start.wait()
+        try:
+            for _ in range(20):
+                archive.store_source(source)
+        except OSError as e:  # noqa: PERF203
+            errors.append(e)
+
+    threads = [threading.Thread(target=store) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    h = source_hash(source)
+    assert archive.kernel_path(h).read_text() == source
+    assert sorted(p.name for p in archive.kernels_dir.iterdir()) == [f"{h}.cu"]  # no temporary file left behind

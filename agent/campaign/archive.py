@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 
 from evaluator.record import EvalResult
+from agent.files import replace_text
 from agent.secrets import scrub
 
 DEFAULT_BASELINE = "cublaslt-autotune-max"
@@ -194,9 +195,7 @@ class Archive:
         h = source_hash(source)
         p = self.kernel_path(h)
         if not p.exists():
-            tmp = p.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(source)
-            os.replace(tmp, p)  # readers never see half a kernel
+            replace_text(p, source)
         return h
 
     def add(self, run: str, gpu: str, acc: str, shape, source: str, proposer: str, result: EvalResult,

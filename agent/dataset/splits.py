@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
+
+from agent.files import replace_text
 
 SPLITS = ("train", "validation")
 VALIDATION_FRACTION = 0.1
@@ -54,12 +55,6 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def _jsonl(records: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
 
@@ -73,13 +68,13 @@ def write_outputs(paths: dict[str, Path], records: dict[str, list[dict[str, Any]
     for split in SPLITS:
         recs = records[split]
         main = [{k: r[k] for k in only} for r in recs] if only else recs
-        _write_atomic(paths[split], _jsonl(main))
+        replace_text(paths[split], _jsonl(main))
         files[split] = {"file": paths[split].name, "records": len(recs), "sha256": sha256_file(paths[split])}
         if only:
             meta = paths[f"{split}.meta"]
-            _write_atomic(meta, _jsonl([{k: v for k, v in r.items() if k not in only} for r in recs]))
+            replace_text(meta, _jsonl([{k: v for k, v in r.items() if k not in only} for r in recs]))
             files[split].update(meta_file=meta.name, meta_sha256=sha256_file(meta))
     manifest = {"format": FORMAT, "version": VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "files": files, **manifest}
-    _write_atomic(paths["manifest"], json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+    replace_text(paths["manifest"], json.dumps(manifest, indent=2, sort_keys=False) + "\n")
     return manifest
