@@ -198,14 +198,14 @@ WAVE_FILL = 0.8
 
 def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
     """Mid shapes: the two widest 128-row tiles (of 128x256, 128x128, 128x64) whose grids fill WAVE_FILL of the SMs,
-    each with the deepest ring and the TMA epilogue (stores from registers read 5-13% lower there). Cold, this
-    kernel is faster than CUTLASS's: on 15 mid shapes of K=512-4096 (H200, server mode) the first of them read
-    0.92-1.01 of best NVIDIA where the best of hopper_wgmma's first two priors and CUTLASS at the same tile read
-    0.78-0.98, 1.6-16% lower on every shape; back to back 0.97-1.27 against 0.93-1.31 (at most 7% behind, ahead on
-    three); separated (ten shapes) 0.92-1.11 against 0.86-1.06
-    (docs/benchmarks/data/raw_mid_tiles_h200_2026-11-26_b7ced70.json). None where N is not a multiple
-    of 8 (the TMA epilogue's rows) or no such tile fills the SMs: the kernel has no swapped operand order, so a short
-    M leaves its grid empty."""
+    each with the deepest ring and the TMA epilogue (stores from registers read 9-13% lower there, a 4-stage ring
+    5-22% lower than 7). Cold, this kernel is faster than CUTLASS's: on 15 mid shapes of K=512-4096 (H200, server
+    mode) the first of them read 0.92-1.01 of best NVIDIA where the best of hopper_wgmma's first two priors and
+    CUTLASS at the same tile read 0.78-0.98, 1.6-16% lower on every shape; back to back 0.97-1.27 against 0.93-1.31
+    (at most 7% behind, ahead on three); separated (ten shapes) 0.92-1.11 against 0.86-1.06
+    (docs/benchmarks/data/raw_mid_tiles_h200_2026-11-26_b7ced70.json). None where N is not a multiple of 8 (the TMA
+    epilogue's rows) or no such tile fills the SMs: the kernel has no swapped operand order, so a short M leaves its
+    grid empty."""
     m, n, k = shape
     if k < FILL_MIN_K or n % 8 or k % 8:
         return []
