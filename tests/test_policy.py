@@ -730,16 +730,19 @@ def test_a_32_wide_prior_mutates_to_its_neighbours_but_the_search_draws_no_32_wi
 @pytest.mark.parametrize("shape,tiles", [
     ((1024, 1024, 512), [(128, 64, 7)]),  # 128 tiles of 128x64; 128x128 would leave half the SMs idle
     ((2048, 1024, 1024), [(128, 128, 6), (128, 64, 7)]),
-    ((2048, 2048, 1024), [(128, 256, 4), (128, 128, 6)]),  # the second takes two full waves
+    ((2048, 2048, 1024), [(128, 128, 6), (128, 256, 4)]),  # 128x128 in two full waves first
+    ((4096, 2048, 1024), [(128, 256, 4), (128, 128, 6)]),  # 128x128 would take four
+    ((1024, 2048, 64), [(128, 128, 2), (128, 64, 2)]),  # one k-block: no deeper ring than two stages
+    ((1024, 1024, 256), [(128, 64, 4)]),
     ((128, 8192, 1024), [(128, 64, 7)]),
-    ((2048, 128, 1024), []),  # 16x2 tiles of 128x64: no swapped order to fill the SMs with
-    ((1024, 1024, 256), []),  # K too short for the deep ring to pay
+    ((2048, 128, 1024), []),  # 16x2 tiles of 128x64: no swapped order or 64-row tile to fill the SMs with
+    ((256, 1024, 64), []),
     ((1024, 1004, 1024), []),  # N not a multiple of 8: no TMA epilogue
 ])
 def test_raw_mid_shape_priors_fill_the_sms_with_a_deep_ring(shape, tiles):
-    """Below the large class hopper_raw lists its widest 128-row tiles whose grid fills the SMs, the deepest ring
-    and the TMA epilogue (faster cold than CUTLASS on 16 mid shapes); where it lists none, it gets no share of a
-    batch, and where it does, the first batch holds its first prior."""
+    """Below the large class hopper_raw lists two 128-row tiles whose grids fill the SMs, with the TMA epilogue and
+    as deep a ring as fits and K has blocks for (faster cold than CUTLASS on 20 mid shapes); where it lists none, it
+    gets no share of a batch, and where it does, the first batch holds its first prior."""
     ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
     assert [(p["tile_m"], p["tile_n"], p["stages"]) for p in ps] == tiles
     assert all(p["epi"] == "tma" and get("hopper_raw").feasible(p, shape, "sm_90a") == (True, "") for p in ps)

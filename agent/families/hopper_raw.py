@@ -168,9 +168,10 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
 ORDER = 3
 SHORT = "hr"
 # Half the large class: on the four big dev shapes where CUTLASS lost, this kernel with its TMA epilogue needs 1-2%
-# fewer cycles a call than CUTLASS and cuBLASLt (H200, power-steady). Below it a slot of a batch where a 128-row tile
-# fills the SMs (_wave_filling_priors; elsewhere it lists no prior, and so gets no share, priors.family_shares).
-SHARES = {"large": 0.5, "output_bound": 0.25, "skinny_long_k": 0.2, "mid_low": 0.3, "mid_high": 0.3}
+# fewer cycles a call than CUTLASS and cuBLASLt (H200, power-steady). Below it about a slot of a batch, where a
+# 128-row tile fills the SMs (_wave_filling_priors; elsewhere it lists no prior, and so gets no share,
+# priors.family_shares).
+SHARES = {"large": 0.5, "output_bound": 0.25, "skinny_long_k": 0.2, "mid_low": 0.25, "mid_high": 0.3}
 ARCH_FALLBACK = "ampere_cute"
 
 
@@ -189,33 +190,38 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
     return _listed_priors(shape) if flop(shape) >= LARGE_FLOP else _wave_filling_priors(shape)
 
 
-# Below LARGE_FLOP, from this K on, the mid shapes' priors: at K=512-4096 the deep ring pays (shorter K was not timed;
-# 128x64 tiles read 0.81-0.87 of cuBLASLt on output-bound K=64-128 shapes in graph mode)
-FILL_MIN_K = 512
-# the share of the SMs a prior's grid keeps busy over its waves (pricing.wave_fill), as for hopper_wgmma's small tiles
+# the share of the SMs a mid-shape prior's grid keeps busy over its waves (pricing.wave_fill), as for hopper_wgmma's
+# small tiles
 WAVE_FILL = 0.8
 
 
 def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
-    """Mid shapes: the two widest 128-row tiles (of 128x256, 128x128, 128x64) whose grids fill WAVE_FILL of the SMs,
-    each with the deepest ring and the TMA epilogue (stores from registers read 9-13% lower there, a 4-stage ring
-    5-22% lower than 7). Cold, this kernel is faster than CUTLASS's: on 15 mid shapes of K=512-4096 (H200, server
-    mode) the first of them read 0.92-1.01 of best NVIDIA where the best of hopper_wgmma's first two priors and
-    CUTLASS at the same tile read 0.78-0.98, 1.6-16% lower on every shape; back to back 0.97-1.27 against 0.93-1.31
-    (at most 7% behind, ahead on three); separated (ten shapes) 0.92-1.11 against 0.86-1.06
-    (docs/benchmarks/data/raw_mid_tiles_h200_2026-11-26_b7ced70.json). None where N is not a multiple of 8 (the TMA
-    epilogue's rows) or no such tile fills the SMs: the kernel has no swapped operand order, so a short M leaves its
-    grid empty."""
+    """Mid shapes (below LARGE_FLOP): two 128-row tiles whose grids fill WAVE_FILL of the SMs, 128x128 first where
+    its grid takes at most two waves, then 128x256, then 128x64; each with the TMA epilogue and the deepest ring
+    that fits, but no deeper than K's blocks (two at least).
+
+    Cold, this kernel is faster than CUTLASS's. On 20 mid shapes of K=64-4096 (H200, server mode) the first of them
+    read 0.92-1.01 of best NVIDIA where the best of the wgmma family's first two priors, CUTLASS at the same tile and
+    (K <= 256) the mma.sync families' first priors read 0.78-0.99: ahead on every shape, by 1.1-19%; back to back
+    0.97-1.29 against 0.93-1.39 (ahead on three, up to 11% behind: CUTLASS's PDL-overlapped prologue counts there).
+    Where both filled, 128x128 led 128x64 on all eight shapes and 128x256 on three of four (the fourth by 1.5%), in
+    every mode timed. Stores
+    from registers read 9-13% lower, a 4-stage ring 5-22% lower than a 7-stage one
+    (docs/benchmarks/data/raw_mid_tiles_h200_2026-11-26_b7ced70.json, raw_short_k_h200_2026-11-26_bb7eca8.json).
+    None where N is not a multiple of 8 (the TMA epilogue's rows) or no such tile fills the SMs: the kernel has no
+    swapped operand order and no 64-row tile, so a small output leaves its grid empty."""
     m, n, k = shape
-    if k < FILL_MIN_K or n % 8 or k % 8:
+    if n % 8 or k % 8:
         return []
+    tiles = {tn: ceil_div(m, 128) * ceil_div(n, tn) for tn in (128, 256, 64)}
+    order = (128, 256, 64) if tiles[128] <= 2 * sms else (256, 128, 64)
     out = []
-    for tn in (256, 128, 64):
-        if pricing.wave_fill(ceil_div(m, 128) * ceil_div(n, tn), sms) < WAVE_FILL:
+    for tn in order:
+        if pricing.wave_fill(tiles[tn], sms) < WAVE_FILL:
             continue
         base = {"tile_m": 128, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "tma"}
-        stages = max(s for s in DOMAIN["stages"] if feasible(dict(base, stages=s), None, "sm_90a")[0])
-        p = dict(base, stages=stages)
+        deepest = max(s for s in DOMAIN["stages"] if feasible(dict(base, stages=s), None, "sm_90a")[0])
+        p = dict(base, stages=min(deepest, max(2, ceil_div(k, 64))))
         if feasible(p, shape, "sm_90a")[0]:
             out.append(p)
     return out[:2]
