@@ -751,3 +751,13 @@ def test_raw_mid_shape_priors_fill_the_sms_with_a_deep_ring(shape, tiles):
     if tiles:
         batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 4)
         assert canonical(ps[0]) in {canonical(c.params) for c in batch if c.family == "hopper_raw"}
+
+
+@pytest.mark.parametrize("shape", [(1024, 2048, 512), (2048, 2048, 1024), (1024, 12288, 256)])
+def test_mid_class_first_batch_is_mostly_tma_kernels(shape):
+    """No mma.sync kernel won a mid-class shape in any committed sm_90a table: a four-wide first batch there holds one
+    of them, two wgmma kernels and the hand-written kernel's first prior."""
+    assert priors.size_class(shape, "sm_90a") in ("mid_low", "mid_high")
+    batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 4)
+    fams = sorted(c.family for c in batch)
+    assert fams == ["ampere_cute", "hopper_raw", "hopper_wgmma", "hopper_wgmma"]

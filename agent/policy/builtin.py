@@ -295,7 +295,8 @@ class BuiltinPolicy:
         total = sum(shares.values()) or 1.0
         raw = {f: n * s / total for f, s in shares.items()}
         slots = {f: int(math.floor(v)) for f, v in raw.items()}
-        for f in sorted(raw, key=lambda f: (-(raw[f] - slots[f]), f))[: n - sum(slots.values())]:
+        # remainders rounded, so that equal shares tie (4 * 0.3 / 0.8 is not 1.5) and the name decides
+        for f in sorted(raw, key=lambda f: (-round(raw[f] - slots[f], 9), f))[: n - sum(slots.values())]:
             slots[f] += 1
         return slots
 
