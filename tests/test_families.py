@@ -73,6 +73,8 @@ def test_hopper_family_is_sm90a_only_and_others_run_on_sm80():
     ("hopper_raw", RAW_OK, {"epi": "direct", "l2_evict_first": "bc"}, "TMA epilogue"),
     ("hopper_raw", RAW_OK, {"cluster_k": 2}, "epi=tma"),  # the K-split stores from its reduction
     ("hopper_raw", RAW_OK, {"cluster_k": 2, "epi": "direct", "cluster_m": 2}, "cluster_m=2"),
+    ("hopper_raw", RAW_OK, {"tile_m": 64, "tile_n": 192}, "tile_n 64, 128 or 256"),
+    ("hopper_raw", RAW_OK, {"tile_m": 64, "epi": "direct", "cluster_k": 2}, "64-row tile"),
     ("hopper_wgmma", HOPPER_OK, {"scheduler": "batched"}, "splits >= 2"),
 ])
 def test_infeasible_configs_are_refused_before_any_compile(family, base, change, reason):
@@ -386,6 +388,9 @@ def test_variants_of_each_family_compile_with_nvcc():
         (hopper_raw.render(dict(RAW_OK, group=16, grid="even", pdl=True)), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, tile_n=64, stages=2, epi="tma")), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, tile_n=128, stages=6, epi="direct", cluster_k=4, pdl=True)), "sm_90a"),
+        # 64-row tiles: the consumers split the columns; 64x64 shares one TMA sub-tile between them
+        (hopper_raw.render(dict(RAW_OK, tile_m=64, tile_n=64, stages=7, cluster_m=2, group=2, pdl=True)), "sm_90a"),
+        (hopper_raw.render(dict(RAW_OK, tile_m=64, tile_n=160, stages=7, epi="direct")), "sm_90a"),
         (small.render(dict(SMALL_CLUSTER, pdl=True)), "sm_90a"),
     ]
     infos = _build_all(jobs)
@@ -429,6 +434,13 @@ def test_variants_of_each_family_compile_with_nvcc():
     # the hand-written kernel: TMA stores clipped at ragged M and N, K not a multiple of 64, several tiles per CTA
     ("hopper_raw", dict(RAW_OK, pdl=True), (1000, 1008, 520)),
     ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=128, group=4), (4096, 4096, 1000)),
+    # 64-row tiles, each consumer warpgroup on half the columns: one 64x64 TMA sub-tile shared by both (ragged M and
+    # N, several tiles per CTA, pairs sharing B), 64-column sub-tiles of their own, and stores from registers
+    ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=64, stages=7), (1000, 1000, 520)),
+    ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=64, stages=7, cluster_m=2, l2_evict_first="c", pdl=True),
+     (1000, 1000, 1024)),
+    ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=128, stages=7, group=2), (520, 1000, 1000)),
+    ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=160, stages=7, epi="direct"), (200, 998, 1024)),
     # two m64 atoms of 88 columns per consumer warpgroup, stored straight from registers, N only even
     ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=176, stages=3, group=2, epi="direct"), (1030, 998, 1024)),
     # pairs of CTAs sharing B through TMA multicast: B's second half partly past N, several units per cluster
@@ -479,3 +491,17 @@ def gpu_samples(request):
     pool = WorkerPool(gpus=[0])
     yield pool
     pool.close()
+
+
+def test_hopper_raw_64_row_tiles_keep_earlier_identities_and_are_left_to_sweeps():
+    """64-row tiles came after the family's campaigns: every other tile renders as before (the template's new
+    branches are guarded); the two consumer warpgroups each run m64 atoms over half the columns, and the tile is not
+    a search knob until it has been timed."""
+    src = hopper_raw.render(dict(RAW_OK, tile_m=64, tile_n=128, stages=7))
+    assert "m64n64k16" in src and "CN = BN / 2" in src and "cw * CN * 128" in src
+    shared = hopper_raw.render(dict(RAW_OK, tile_m=64, tile_n=64, stages=7))
+    assert "m64n32k16" in shared and "bar.sync 3, 256" in shared
+    wide = hopper_raw.render(RAW_OK)
+    assert "m64n256k16" in wide and "CN" not in wide and "cw * (BM / 2) * 128" in wide
+    assert hopper_raw.SEARCH_DOMAIN["tile_m"] == (128, 256)
+    assert all(p["tile_m"] != 64 for p in hopper_raw.space((512, 1024, 4096)))

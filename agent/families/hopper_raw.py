@@ -19,7 +19,9 @@ TEMPLATE = "hopper_raw.cu.j2"
 NEEDS_CUTLASS = True
 
 DOMAIN: dict[str, tuple] = {
-    "tile_m": (128, 256),  # two consumer warpgroups of tile_m/2 rows: one or two m64 wgmma atoms each
+    # two consumer warpgroups of tile_m/2 rows, one or two m64 wgmma atoms each; at 64 rows both take every row and
+    # half the columns each (for sweeps until timed: compiled, and checked on the GPU by test_families)
+    "tile_m": (64, 128, 256),
     "tile_n": (64, 128, 144, 160, 176, 192, 208, 224, 240, 256),
     "stages": (2, 3, 4, 5, 6, 7),
     "group": (1, 2, 4, 8, 16),  # work-unit rows per band of the tile order
@@ -55,7 +57,7 @@ DOMAIN: dict[str, tuple] = {
 # slower than no hint in a power-steady sweep, and B alone (b) never differed from B with C (bc). cluster_k stays
 # with sweeps (DOMAIN says why).
 SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k != "cluster_k"},
-                                   "l2_evict_first": ("none", "c", "bc")}
+                                   "tile_m": (128, 256), "l2_evict_first": ("none", "c", "bc")}
 DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "k_order": "forward",
                             "l2_evict_first": "none", "grid": "full", **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
@@ -89,11 +91,17 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
     p, lim, why = validated(params, validate, arch, "sm_90a", "wgmma, TMA and setmaxnreg")
     if why:
         return False, why
-    acc = (p["tile_m"] // 128) * p["tile_n"] // 2
+    acc = p["tile_n"] // 4 if p["tile_m"] == 64 else (p["tile_m"] // 128) * p["tile_n"] // 2
     if acc > MAX_ACC_REGS:
         return False, f"{acc} fp32 accumulators per consumer thread (limit {MAX_ACC_REGS}: 232 registers in all)"
     if p.get("epi") == "tma" and p["tile_n"] % 64:
         return False, f"the TMA epilogue stores 64-column sub-tiles: tile_n={p['tile_n']} is not a multiple of 64"
+    if p["tile_m"] == 64:
+        # each consumer warpgroup owns tile_n/2 columns: whole 64-column sub-tiles, or half of one shared by both
+        if p.get("epi") == "tma" and p["tile_n"] not in (64, 128, 256):
+            return False, f"a 64-row tile with the TMA epilogue takes tile_n 64, 128 or 256, not {p['tile_n']}"
+        if p.get("cluster_k", 1) > 1:
+            return False, "cluster_k sums 128-row tiles: a 64-row tile takes none"
     if "c" in p.get("l2_evict_first", "none") and p.get("epi") != "tma":
         return False, "an L2 hint on C needs the TMA epilogue (stores from registers carry none)"
     ck = p.get("cluster_k", 1)
@@ -133,9 +141,10 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
 
 def render(params: dict[str, Any]) -> str:
     p = validate(params)
-    n = p["tile_n"] // 2  # accumulator registers of one m64 wgmma atom, spelled out for its inline assembly
+    wn = p["tile_n"] // 2 if p["tile_m"] == 64 else p["tile_n"]  # one consumer warpgroup's wgmma N
+    n = wn // 2  # accumulator registers of one m64 wgmma atom, spelled out for its inline assembly
     evict = p.get("l2_evict_first", "none").replace("none", "")
-    return render_feasible(NAME, TEMPLATE, p, feasible, defaults=DEFAULTS, acc_regs=n, evict_first=evict,
+    return render_feasible(NAME, TEMPLATE, p, feasible, defaults=DEFAULTS, wgmma_n=wn, acc_regs=n, evict_first=evict,
                            acc_list=", ".join(f"%{i}" for i in range(n)),
                            acc_operands=", ".join(f'"+f"(d[{i}])' for i in range(n)))
 
@@ -150,7 +159,7 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
     if acc != "fp32":
         return []
     out = []
-    for tm, tn in itertools.product(DOMAIN["tile_m"], (t for t in DOMAIN["tile_n"] if t >= 128)):
+    for tm, tn in itertools.product(SEARCH_DOMAIN["tile_m"], (t for t in DOMAIN["tile_n"] if t >= 128)):
         epi = "tma" if tn % 64 == 0 and shape[1] % 8 == 0 else "direct"
         base = {"tile_m": tm, "tile_n": tn, "group": 1, "acc": "fp32", "epi": epi}
         deepest = max((s for s in DOMAIN["stages"] if feasible(dict(base, stages=s), None, arch)[0]), default=None)
