@@ -737,6 +737,7 @@ def test_a_32_wide_prior_mutates_to_its_neighbours_but_the_search_draws_no_32_wi
     ((128, 8192, 1024), [(128, 64, 7)]),
     ((2048, 128, 1024), []),  # 16x2 tiles of 128x64: no swapped order or 64-row tile to fill the SMs with
     ((256, 1024, 64), []),
+    ((64, 8192, 1024), []),  # 128 tiles of 128x64, each half empty
     ((1024, 1004, 1024), []),  # N not a multiple of 8: no TMA epilogue
 ])
 def test_raw_mid_shape_priors_fill_the_sms_with_a_deep_ring(shape, tiles):
