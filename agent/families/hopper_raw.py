@@ -10,7 +10,7 @@ from typing import Any
 from . import pricing
 from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, ceil_div, launch_knobs, render_feasible, smem_problem,
                      uneven_waves, validate_with_defaults, validated)
-from .pricing import LARGE_FLOP, POWER_LIMIT_FLOP, flop
+from .pricing import LARGE_FLOP, POWER_LIMIT_FLOP, WAVE_FILL, flop
 
 NAME = "hopper_raw"
 TEMPLATE = "hopper_raw.cu.j2"
@@ -149,6 +149,11 @@ def render(params: dict[str, Any]) -> str:
                            acc_operands=", ".join(f'"+f"(d[{i}])' for i in range(n)))
 
 
+def _deepest_stages(base: dict[str, Any], arch: str) -> int | None:
+    """The most stages of DOMAIN that a tile's shared memory takes (None: not even the fewest)."""
+    return max((s for s in DOMAIN["stages"] if feasible(dict(base, stages=s), None, arch)[0]), default=None)
+
+
 def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") -> list[dict[str, Any]]:
     """Feasible configs: each tile with the deepest ring that fits and one stage less, in every tile order, and the TMA
     epilogue where the tile allows it (stores from registers measured 6% more cycles,
@@ -162,7 +167,7 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
     for tm, tn in itertools.product(SEARCH_DOMAIN["tile_m"], (t for t in DOMAIN["tile_n"] if t >= 128)):
         epi = "tma" if tn % 64 == 0 and shape[1] % 8 == 0 else "direct"
         base = {"tile_m": tm, "tile_n": tn, "group": 1, "acc": "fp32", "epi": epi}
-        deepest = max((s for s in DOMAIN["stages"] if feasible(dict(base, stages=s), None, arch)[0]), default=None)
+        deepest = _deepest_stages(base, arch)
         if deepest is None:
             continue
         for stages, group, cl in itertools.product((deepest, deepest - 1), DOMAIN["group"], DOMAIN["cluster_m"]):
@@ -199,11 +204,6 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
     return _listed_priors(shape) if flop(shape) >= LARGE_FLOP else _wave_filling_priors(shape)
 
 
-# the share of the SMs a mid-shape prior's grid keeps busy over its waves (pricing.wave_fill), as for hopper_wgmma's
-# small tiles
-WAVE_FILL = 0.8
-
-
 def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
     """Mid shapes (below LARGE_FLOP): two 128-row tiles whose grids fill WAVE_FILL of the SMs, 128x128 first where
     its grid takes at most two waves, then 128x256, then 128x64; each with the TMA epilogue and the deepest ring
@@ -214,8 +214,7 @@ def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[di
     (K <= 256) the mma.sync families' first priors read 0.78-0.99: ahead on every shape, by 1.1-19%; back to back
     0.97-1.29 against 0.93-1.39 (ahead on three, up to 11% behind: CUTLASS's PDL-overlapped prologue counts there).
     Where both filled, 128x128 led 128x64 on all eight shapes and 128x256 on three of four (the fourth by 1.5%), in
-    every mode timed. Stores
-    from registers read 9-13% lower, a 4-stage ring 5-22% lower than a 7-stage one
+    every mode timed. Stores from registers read 9-13% lower, a 4-stage ring 5-22% lower than a 7-stage one
     (docs/benchmarks/data/raw_mid_tiles_h200_2026-11-26_b7ced70.json, raw_short_k_h200_2026-11-26_bb7eca8.json).
     None where N is not a multiple of 8 (the TMA epilogue's rows), M is below 128 (the probes' shortest), or no such
     tile fills the SMs: the kernel has no swapped operand order and no 64-row prior, so a small output leaves its
@@ -230,8 +229,7 @@ def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[di
         if pricing.wave_fill(tiles[tn], sms) < WAVE_FILL:
             continue
         base = {"tile_m": 128, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "tma"}
-        deepest = max(s for s in DOMAIN["stages"] if feasible(dict(base, stages=s), None, "sm_90a")[0])
-        p = dict(base, stages=min(deepest, max(2, ceil_div(k, 64))))
+        p = dict(base, stages=min(_deepest_stages(base, "sm_90a"), max(2, ceil_div(k, 64))))
         if feasible(p, shape, "sm_90a")[0]:
             out.append(p)
     return out[:2]

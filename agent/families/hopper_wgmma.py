@@ -8,7 +8,7 @@ from typing import Any
 from . import pricing
 from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, ceil_div, launch_knobs, render_feasible, uneven_waves,
                      validate_with_defaults, validated)
-from .pricing import LARGE_FLOP, POWER_LIMIT_FLOP, SINGLE_CTA_MAX_WAVES, b_streams, flop
+from .pricing import LARGE_FLOP, POWER_LIMIT_FLOP, SINGLE_CTA_MAX_WAVES, WAVE_FILL, b_streams, flop
 
 # The batched split-K keeps its fp32 slices in a static workspace of this many floats (32 MiB).
 SLICE_WS_FLOATS = 8 * 1024 * 1024
@@ -232,9 +232,6 @@ SHORT = "hw"
 # large class is this family's and the hand-written hopper_raw's.
 SHARES = {"skinny_long_k": 0.6, "output_bound": 0.4, "launch_bound": 0.0,
           "mid_low": 0.3, "mid_high": 0.5, "large": 0.5}
-# the share of the SMs a tile's grid must keep busy, averaged over its waves (pricing.wave_fill): below it a big
-# grid's last wave is ragged, and a mid shape's grid leaves SMs idle
-WAVE_FILL = 0.8
 # Up to this K a wave-filling tile, 64-row tiles included, leads the batched split-K; beyond it the split leads
 FILL_LEADS_MAX_K = 4096
 # Up to this K a 64-row tile that fills at least HALF_FILL of the SMs once still beats the split (below)

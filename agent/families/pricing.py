@@ -105,6 +105,11 @@ def wave_fill(tiles: int, sms: int) -> float:
     return tiles / (ceil_div(tiles, sms) * sms)
 
 
+# the wave_fill a tile's grid must reach: below it a big grid's last wave is ragged, and a mid shape's grid leaves
+# SMs idle (the wgmma and hand-written families' wave-filling priors)
+WAVE_FILL = 0.8
+
+
 # up to this many waves a 1x1 cluster leads its 2x1 twin (single_cta_price); the priors list it first there
 SINGLE_CTA_MAX_WAVES = 4.0
 

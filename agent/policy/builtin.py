@@ -233,8 +233,9 @@ class BuiltinPolicy:
         # a family may have run out of unseen configs: fill from the others, best predicted first
         if len(chosen) < n:
             extra = []
+            shares = priors.family_shares(shape, arch)
             for fam in names():
-                if priors.family_shares(shape, arch).get(fam, 0) <= 0:
+                if shares.get(fam, 0) <= 0:
                     continue
                 pool = self._pool(fam, shape, acc, arch, obs, seeds, rng, wide=True)
                 extra.extend(self._rank(fam, pool, shape, arch, obs, fails, seen))
