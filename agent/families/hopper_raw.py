@@ -216,9 +216,13 @@ def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[di
     Where both filled, 128x128 led 128x64 on all eight shapes and 128x256 on three of four (the fourth by 1.5%), in
     every mode timed. Stores from registers read 9-13% lower, a 4-stage ring 5-22% lower than a 7-stage one
     (docs/benchmarks/data/raw_mid_tiles_h200_2026-11-26_b7ced70.json, raw_short_k_h200_2026-11-26_bb7eca8.json).
-    None where N is not a multiple of 8 (the TMA epilogue's rows), M is below 128 (the probes' shortest), or no such
-    tile fills the SMs: the kernel has no swapped operand order and no 64-row prior, so a small output leaves its
-    grid empty."""
+    Where no 128-row tile fills, M >= 512 and K <= 2048, a 64x64 tile (its two consumers split the columns): cold,
+    on three such shapes it read 0.96-1.01 of best NVIDIA against 0.91-0.94 for the wgmma family's first prior (the
+    clusters of two and 64x128 lower still), but 0.98-1.14 against 1.07-1.23 back to back, so the tournament of each
+    mode decides; with M <= 256 or K = 4096 it trailed cold too, by 3-15%
+    (docs/benchmarks/data/raw_64row_tiles_h200_2026-11-26_bb7b004.json).
+    None where N is not a multiple of 8 (the TMA epilogue's rows), M is below 128 (the probes' shortest), or no tile
+    fills the SMs: the kernel has no swapped operand order, so a small output leaves its grid empty."""
     m, n, k = shape
     if n % 8 or k % 8 or m < 128:  # a shorter M would leave half of every tile's rows empty; not timed
         return []
@@ -228,11 +232,18 @@ def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[di
     for tn in order:
         if pricing.wave_fill(tiles[tn], sms) < WAVE_FILL:
             continue
-        base = {"tile_m": 128, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "tma"}
-        p = dict(base, stages=min(_deepest_stages(base, "sm_90a"), max(2, ceil_div(k, 64))))
-        if feasible(p, shape, "sm_90a")[0]:
-            out.append(p)
+        out += _k_ring(128, tn, shape)
+    if not out and m >= 512 and k <= 2048 and pricing.wave_fill(ceil_div(m, 64) * ceil_div(n, 64), sms) >= WAVE_FILL:
+        out += _k_ring(64, 64, shape)
     return out[:2]
+
+
+def _k_ring(tile_m: int, tile_n: int, shape: tuple[int, int, int]) -> list[dict[str, Any]]:
+    """A mid-shape tile with the TMA epilogue and the deepest ring that fits but no deeper than K's blocks (two at
+    least); [] where the shape refuses it."""
+    base = {"tile_m": tile_m, "tile_n": tile_n, "group": 1, "acc": "fp32", "epi": "tma"}
+    p = dict(base, stages=min(_deepest_stages(base, "sm_90a"), max(2, ceil_div(shape[2], 64))))
+    return [p] if feasible(p, shape, "sm_90a")[0] else []
 
 
 def _widest_band(unit_rows: int, cap: int) -> int:
