@@ -113,12 +113,13 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
 
 ORDER = 1
 SHORT = "ac"
-# Mid shapes (2^31-2^35 FLOP, outputs beyond 2^20): a token share. No mma.sync kernel is among the 72 mid-class
-# winners (every mode) of the sm_90a tables under docs/benchmarks/data/tables; on six mid shapes their first priors
-# read 0.27-0.76 of cuBLASLt in the search (docs/benchmarks/data/raw_mid_campaign_h200_2026-11-26_56e6505.json).
-# It keeps one slot of a four-wide first batch.
+# Mid shapes (2^31-2^35 FLOP, outputs beyond 2^20): none of its own on sm_90a (on sm_80 the Hopper families hand it
+# theirs). No mma.sync kernel is among the 72 mid-class winners (every mode) of the sm_90a tables under
+# docs/benchmarks/data/tables, and on 14 mid shapes outside every sample the best of theirs in the search read 0.21-0.83
+# of best NVIDIA, never a tournament player (raw_mid_campaign_h200_2026-11-26_56e6505.json,
+# mid_rules_campaign_h200_2026-11-26_4acd906.json): a token share spent two of eight candidates a shape.
 SHARES = {"skinny_long_k": 0.2, "output_bound": 0.3, "launch_bound": 0.5,
-          "mid_low": 0.15, "mid_high": 0.15, "large": 0.0}
+          "mid_low": 0.0, "mid_high": 0.0, "large": 0.0}
 
 
 def runs_on(arch: str) -> bool:

@@ -48,7 +48,7 @@ def family_shares(shape: tuple[int, int, int], arch: str) -> dict[str, float]:
     shares = {name: float(mod.SHARES.get(cls, 0.0)) for name, mod in fams.items()}
     for name, mod in fams.items():
         # a family that lists no prior for the shape where it runs knows no place to start there (hopper_raw on a
-        # mid shape that no 128-row grid fills): it gets no share and hands none on
+        # mid shape that none of its tiles fills): it gets no share and hands none on
         own = next((a for a in ARCHS if mod.runs_on(a)), arch)
         if shares[name] > 0 and not mod.priors(shape, "fp32", own):
             shares[name] = 0.0
