@@ -158,18 +158,30 @@ def _physical_note(uuids: list[str]) -> str:
 def figures_by_gpu(rows) -> str:
     """Which physical GPU measured each shape's figures (its median final, or the search's own where none yet), as
     a line of the table's notes when there are several: one lent machine reads a big shape's figure up to 3% away
-    from another's, so a reader comparing two runs shape by shape needs to know which machine each came from."""
-    shapes: dict[str, set] = {}
+    from another's, so a reader comparing two runs shape by shape needs to know which machine each came from. Where
+    a resumed run measured one shape's modes on different machines, it says which modes of which shapes."""
+    cells = []
     for r in rows:
         uuid = r.result.gpu.get("gpu_uuid") if r.result is not None else None
         if uuid:
-            shapes.setdefault(_short_uuid(uuid), set()).add(r.shape)
-    if len(shapes) < 2:
+            cells.append((_short_uuid(uuid), r.mode, r.shape))
+    if len({u for u, _, _ in cells}) < 2:
         return ""
+    name = lambda ss: ", ".join("×".join(map(str, s)) for s in sorted(ss))  # noqa: E731
+    shapes: dict[str, set] = {}
+    for u, _, s in cells:
+        shapes.setdefault(u, set()).add(s)
+    if sum(len(ss) for ss in shapes.values()) > len({s for _, _, s in cells}):
+        every = {s for _, _, s in cells}
+        per_mode: dict[str, dict[str, set]] = {}
+        for u, m, s in cells:
+            per_mode.setdefault(u, {}).setdefault(m, set()).add(s)
+        return "- figures measured on " + "; ".join(
+            f"{u}: " + " and ".join(f"{m} ({'every shape' if ss == every else name(ss)})" for m, ss in sorted(ms.items()))
+            for u, ms in sorted(per_mode.items()))
     ordered = sorted(shapes.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     most = len(ordered[0][1])
-    named = ["{}: {}".format(u, ", ".join("×".join(map(str, s)) for s in sorted(ss)))
-             for u, ss in (ordered[1:] if most > 1 else ordered)]
+    named = [f"{u}: {name(ss)}" for u, ss in (ordered[1:] if most > 1 else ordered)]
     rest = [f"{ordered[0][0]}: the other {most} shapes"] if most > 1 else []
     return "- figures measured on " + "; ".join(named + rest)
 

@@ -101,6 +101,23 @@ def test_a_table_over_several_gpus_says_which_one_measured_each_shape(tmp_path):
     assert _bench().figures_by_gpu([]) == ""
 
 
+def test_a_resumed_run_says_which_modes_each_gpu_measured():
+    """A run resumed on another machine may time one shape's modes on both: the note names the modes, never
+    "the other N shapes" for shapes that the first GPU measured too."""
+    from types import SimpleNamespace
+
+    def row(uuid, mode, shape):
+        return SimpleNamespace(result=SimpleNamespace(gpu={"gpu_uuid": uuid}), mode=mode, shape=shape)
+
+    a, b = "GPU-1111aaaa-0000", "GPU-2222bbbb-0000"
+    s1, s2 = (4096, 4096, 2048), (8192, 2048, 2048)
+    rows = [row(a, "back-to-back", s1), row(a, "back-to-back", s2), row(a, "separated", s1), row(b, "separated", s2),
+            row(b, "server", s1), row(b, "server", s2)]
+    assert _bench().figures_by_gpu(rows) == (
+        "- figures measured on 1111aaaa: back-to-back (every shape) and separated (4096×4096×2048); "
+        "2222bbbb: separated (8192×2048×2048) and server (every shape)")
+
+
 def test_an_unfinished_run_marks_the_figures_that_are_still_the_searchs(tmp_path):
     """Without a final measurement the table shows the search's own figure, which chose the kernel and reads high:
     it is marked, and the targets line says it is provisional; once the final is in, both go away."""
