@@ -178,6 +178,21 @@ def test_hopper_raw_cluster_k_keeps_earlier_identities_and_is_left_to_sweeps():
     assert "cluster_k" not in hopper_raw.SEARCH_DOMAIN
 
 
+def test_hopper_raw_streamk_keeps_earlier_identities_and_is_left_to_sweeps():
+    """grid=streamk came after the family's campaigns: the other grids render as before. It shares the last waves'
+    tiles out by k-blocks through a workspace allocated and freed in the call, needs one CTA per tile along M and K
+    and a forward K walk, and is not a search knob until timed."""
+    sk = dict(RAW_OK, grid="streamk")
+    src = hopper_raw.render(sk)
+    assert "struct Walk" in src and "cudaMallocAsync" in src and "cudaFreeAsync(ws, stream)" in src
+    assert "struct Walk" not in hopper_raw.render(RAW_OK) and "cudaMallocAsync" not in hopper_raw.render(RAW_OK)
+    assert hopper_raw.feasible(sk, (4096, 16384, 12288), "sm_90a") == (True, "")
+    for clash in ({"cluster_m": 2}, {"k_order": "alternate"}, {"cluster_k": 2, "epi": "direct"}):
+        ok, why = hopper_raw.feasible(dict(sk, **clash), (4096, 4096, 1024), "sm_90a")
+        assert not ok and ("streamk" in why or "grid=full" in why), why
+    assert hopper_raw.SEARCH_DOMAIN["grid"] == ("full", "even")
+
+
 def test_hopper_raw_l2_hint_keeps_earlier_identities_and_marks_only_the_named_copies():
     """l2_evict_first came after the family's first campaigns: "none" names and renders the same candidate as before; a letter puts the
     cache-hint form on that operand's TMA copies (C: the epilogue's TMA stores) and on no other."""
@@ -466,6 +481,14 @@ def test_variants_of_each_family_compile_with_nvcc():
     # cluster sizes that divide neither the 128 rows of the sum nor the k-blocks: shares of 42-43 and 18-19 rows
     ("hopper_raw", dict(RAW_OK, tile_n=64, stages=7, epi="direct", cluster_k=3), (256, 1000, 1000)),
     ("hopper_raw", dict(RAW_OK, tile_n=128, stages=7, epi="direct", cluster_k=7, pdl=True), (130, 500, 2048)),
+    # stream-K: whole tiles for the first waves, then runs of k-blocks, a tile split between two CTAs summed through
+    # the call's workspace: 512 tiles (3 waves' worth and 116 more: one whole wave, then 248 tiles shared out), K
+    # not a multiple of 64; ragged M and N with no whole wave (256 tiles, runs of 17-18 of 9-block tiles); 64-row
+    # tiles; a 256-row tile with stores from registers
+    ("hopper_raw", dict(RAW_OK, group=4, grid="streamk", pdl=True), (4096, 4096, 1000)),
+    ("hopper_raw", dict(RAW_OK, tile_n=128, stages=6, grid="streamk"), (2000, 2000, 520)),
+    ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=64, stages=7, grid="streamk"), (1000, 1000, 1024)),
+    ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=128, group=4, epi="direct", grid="streamk"), (4096, 2048, 1000)),
 ])
 def test_sample_passes_the_evaluators_checks_on_gpu(gpu_samples, family, params, shape):
     """Every correctness check of the evaluator (exact {0,1} draws, deviation bound, accumulator honesty, guard

@@ -48,16 +48,19 @@ DOMAIN: dict[str, tuple] = {
     "l2_evict_first": ("none", "a", "b", "ac", "bc", "c"),
     # full: one CTA per SM (the last wave may be partial); even: the fewest CTAs that take the same number of waves,
     # so every CTA runs the same number of work units and each wave starts on a band boundary (512 units on 132
-    # SMs: 128 CTAs of 4 instead of 116 of 4 and 16 of 3)
-    "grid": ("full", "even"),
+    # SMs: 128 CTAs of 4 instead of 116 of 4 and 16 of 3); streamk: one CTA per SM, the last one to two waves' tiles
+    # shared out by k-blocks (a tile split between two CTAs, the partial through a workspace allocated in the call),
+    # so no SM idles through a partial wave: 192 of the 226 grid shapes from 2^36 FLOP on give the first prior's
+    # tiles 97% of their last wave. For sweeps until timed: compiled, and checked on the GPU by test_families
+    "grid": ("full", "even", "streamk"),
     **LAUNCH_DOMAIN,
 }
 # What the policy's mutations move through, narrower than what a sweep may render: in one campaign 29 of 48
 # hopper_raw candidates carried a hint; A's (a, ac) measured 0.946-0.971 on multi-wave shapes there and 0.6-4%
-# slower than no hint in a power-steady sweep, and B alone (b) never differed from B with C (bc). cluster_k stays
-# with sweeps (DOMAIN says why).
+# slower than no hint in a power-steady sweep, and B alone (b) never differed from B with C (bc). cluster_k and
+# grid=streamk stay with sweeps (DOMAIN says why).
 SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k != "cluster_k"},
-                                   "tile_m": (128, 256), "l2_evict_first": ("none", "c", "bc")}
+                                   "tile_m": (128, 256), "l2_evict_first": ("none", "c", "bc"), "grid": ("full", "even")}
 DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "k_order": "forward",
                             "l2_evict_first": "none", "grid": "full", **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
@@ -102,6 +105,11 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             return False, f"a 64-row tile with the TMA epilogue takes tile_n 64, 128 or 256, not {p['tile_n']}"
         if p.get("cluster_k", 1) > 1:
             return False, "cluster_k sums 128-row tiles: a 64-row tile takes none"
+    if p.get("grid") == "streamk":
+        clash = {"cluster_m": 1, "cluster_k": 1, "k_order": "forward"}
+        if bad := [f"{x}={p.get(x, DEFAULTS[x])}" for x, want in clash.items() if p.get(x, DEFAULTS[x]) != want]:
+            return False, (f"grid=streamk shares tiles between neighbouring CTAs by k-blocks: it needs cluster_m=1, "
+                           f"cluster_k=1 and k_order=forward, not {', '.join(bad)}")
     if "c" in p.get("l2_evict_first", "none") and p.get("epi") != "tma":
         return False, "an L2 hint on C needs the TMA epilogue (stores from registers carry none)"
     ck = p.get("cluster_k", 1)
