@@ -171,8 +171,8 @@ def figures_by_gpu(rows) -> str:
     shapes: dict[str, set] = {}
     for u, _, s in cells:
         shapes.setdefault(u, set()).add(s)
-    if sum(len(ss) for ss in shapes.values()) > len({s for _, _, s in cells}):
-        every = {s for _, _, s in cells}
+    every = {s for _, _, s in cells}
+    if sum(len(ss) for ss in shapes.values()) > len(every):  # a shape measured on two machines
         per_mode: dict[str, dict[str, set]] = {}
         for u, m, s in cells:
             per_mode.setdefault(u, {}).setdefault(m, set()).add(s)
