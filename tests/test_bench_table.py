@@ -52,6 +52,24 @@ def test_the_table_shows_the_winners_search_measurements(tmp_path):
     assert cells[names.index("tried")] == "3"
 
 
+def test_each_mode_also_gives_the_figures_against_best_nvidia(tmp_path):
+    run = tmp_path / "runs" / "r"
+    r = RecordedEvaluator()(kernel_source("wgmma"), SHAPE)
+    auto = min((t for n, t in r.baselines.items() if n.startswith("cublaslt-autotune")), key=lambda t: t.median_us)
+    # cuBLAS faster than AutoTuning's pick in these rounds: best NVIDIA is cuBLAS
+    r.baselines["cublas-NN"].median_us = auto.median_us * 0.95
+    r.baselines["cublas-NN"].speedup_mean = auto.speedup_mean * 0.95
+    Archive(run / "archive.sqlite").add("r", "H200", "fp32", SHAPE, kernel_source("wgmma"), "builtin", r,
+                                        family="hopper_wgmma")
+    args = argparse.Namespace(acc="fp32", shapes="shapes.txt", budget=3, per_step=3, ncu="off", lanes=None)
+    md = _bench().summarise_run(run, args)
+    at, bn = r.speedup("cublaslt-autotune-max"), r.speedup("best-nvidia")
+    assert bn == pytest.approx(at * 0.95)
+    head, line = md.split("Against best NVIDIA")[0], next(x for x in md.splitlines() if x.startswith("Against best"))
+    assert f"geomean {at:.3f}, win rate" in head
+    assert f"geomean {bn:.3f}, win rate" in line and f"min {bn:.3f}, geomean {bn:.3f}." in line
+
+
 def test_a_tournaments_pick_shows_its_tournament_figure_and_the_header_says_how_it_was_chosen(tmp_path):
     run, first, second = _run(tmp_path)
     a = Archive(run / "archive.sqlite")
