@@ -75,6 +75,7 @@ def test_hopper_family_is_sm90a_only_and_others_run_on_sm80():
     ("hopper_raw", RAW_OK, {"cluster_k": 2, "epi": "direct", "cluster_m": 2}, "cluster_m=2"),
     ("hopper_raw", RAW_OK, {"tile_m": 64, "tile_n": 192}, "tile_n 64, 128 or 256"),
     ("hopper_raw", RAW_OK, {"tile_m": 64, "epi": "direct", "cluster_k": 2}, "64-row tile"),
+    ("hopper_raw", RAW_OK, {"tile_n": 32, "epi": "direct"}, "64-row tiles"),
     ("hopper_wgmma", HOPPER_OK, {"scheduler": "batched"}, "splits >= 2"),
 ])
 def test_infeasible_configs_are_refused_before_any_compile(family, base, change, reason):
@@ -406,6 +407,7 @@ def test_variants_of_each_family_compile_with_nvcc():
         # 64-row tiles: the consumers split the columns; 64x64 shares one TMA sub-tile between them
         (hopper_raw.render(dict(RAW_OK, tile_m=64, tile_n=64, stages=7, cluster_m=2, group=2, pdl=True)), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, tile_m=64, tile_n=160, stages=7, epi="direct")), "sm_90a"),
+        (hopper_raw.render(dict(RAW_OK, tile_m=64, tile_n=32, stages=7, epi="direct", pdl=True)), "sm_90a"),
         (small.render(dict(SMALL_CLUSTER, pdl=True)), "sm_90a"),
     ]
     infos = _build_all(jobs)
@@ -489,6 +491,10 @@ def test_variants_of_each_family_compile_with_nvcc():
     ("hopper_raw", dict(RAW_OK, tile_n=128, stages=6, grid="streamk"), (2000, 2000, 520)),
     ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=64, stages=7, grid="streamk"), (1000, 1000, 1024)),
     ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=128, group=4, epi="direct", grid="streamk"), (4096, 2048, 1000)),
+    # 64x32 tiles for M <= 64 (each consumer an m64n16 atom): the whole of M in one tile-row, N ragged, K not a
+    # multiple of 64; M short of the tile with pairs sharing B (16 rows each)
+    ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=32, stages=7, epi="direct", pdl=True), (64, 1000, 1000)),
+    ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=32, stages=7, epi="direct", cluster_m=2), (40, 1024, 2048)),
 ])
 def test_sample_passes_the_evaluators_checks_on_gpu(gpu_samples, family, params, shape):
     """Every correctness check of the evaluator (exact {0,1} draws, deviation bound, accumulator honesty, guard

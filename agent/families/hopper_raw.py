@@ -22,7 +22,9 @@ DOMAIN: dict[str, tuple] = {
     # two consumer warpgroups of tile_m/2 rows, one or two m64 wgmma atoms each; at 64 rows both take every row and
     # half the columns each (for sweeps until timed: compiled, and checked on the GPU by test_families)
     "tile_m": (64, 128, 256),
-    "tile_n": (64, 128, 144, 160, 176, 192, 208, 224, 240, 256),
+    # 32: a 64-row tile only (each consumer an m64n16 atom), for M <= 64, where NVIDIA streams B through one kernel of
+    # 64 CTAs of 32 columns (docs/benchmarks/data/dev_ncu_h100_2026-11-26_a1259ae/summary.md); for sweeps until timed
+    "tile_n": (32, 64, 128, 144, 160, 176, 192, 208, 224, 240, 256),
     "stages": (2, 3, 4, 5, 6, 7),
     "group": (1, 2, 4, 8, 16),  # work-unit rows per band of the tile order
     # CTAs along M per cluster: 2 share each B tile, each CTA loading half and multicasting it (TMA) to both
@@ -59,10 +61,11 @@ DOMAIN: dict[str, tuple] = {
 }
 # What the policy's mutations move through, narrower than what a sweep may render: in one campaign 29 of 48
 # hopper_raw candidates carried a hint; A's (a, ac) measured 0.946-0.971 on multi-wave shapes there and 0.6-4%
-# slower than no hint in a power-steady sweep, and B alone (b) never differed from B with C (bc). cluster_k and
-# grid=streamk stay with sweeps (DOMAIN says why).
+# slower than no hint in a power-steady sweep, and B alone (b) never differed from B with C (bc). cluster_k,
+# grid=streamk and tile_n=32 stay with sweeps (DOMAIN says why).
 SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k != "cluster_k"},
-                                   "tile_m": (128, 256), "l2_evict_first": ("none", "c", "bc"), "grid": ("full", "even")}
+                                   "tile_m": (128, 256), "tile_n": DOMAIN["tile_n"][1:],
+                                   "l2_evict_first": ("none", "c", "bc"), "grid": ("full", "even")}
 DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "k_order": "forward",
                             "l2_evict_first": "none", "grid": "full", **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
@@ -101,6 +104,8 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         return False, f"{acc} fp32 accumulators per consumer thread (limit {MAX_ACC_REGS}: 232 registers in all)"
     if p.get("epi") == "tma" and p["tile_n"] % 64:
         return False, f"the TMA epilogue stores 64-column sub-tiles: tile_n={p['tile_n']} is not a multiple of 64"
+    if p["tile_n"] == 32 and p["tile_m"] != 64:
+        return False, f"tile_n=32 is for 64-row tiles (each consumer an m64n16 atom), not tile_m={p['tile_m']}"
     if p["tile_m"] == 64:
         # each consumer warpgroup owns tile_n/2 columns: whole 64-column sub-tiles, or half of one shared by both
         if p.get("epi") == "tma" and p["tile_n"] not in (64, 128, 256):
