@@ -270,8 +270,9 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
                   f"geomean {_f(_geomean(big))}; "
                   f"max(kernel, baseline) mean {_f(s['dispatch_mean'])}", "",
                   # the targets are set against every baseline, AutoTuning's pick being the fastest mostly
-                  f"Against best NVIDIA (the fastest of every baseline timed in the same rounds): geomean {_f(best['geomean'])}, win rate {_pct(best['win_rate'])}, shapes ≥ 2^36 "
-                  f"FLOP: min {_f(min(best_big) if best_big else None)}, geomean {_f(_geomean(best_big))}.", "",
+                  f"Against best NVIDIA (the fastest of every baseline timed in the same rounds): geomean "
+                  f"{_f(best['geomean'])}, win rate {_pct(best['win_rate'])}, shapes ≥ 2^36 FLOP: min "
+                  f"{_f(min(best_big) if best_big else None)}, geomean {_f(_geomean(best_big))}.", "",
                   *([f"**Unfinished run: {len(pending)} of {len(sel)} shapes have no final measurement yet; their "
                      "figure (marked *) is the search's own, which chose the kernel and so reads high, and every "
                      "figure above depends on them.**", ""] if pending else []),

@@ -53,9 +53,9 @@ DOMAIN: dict[str, tuple] = {
     # SMs: 128 CTAs of 4 instead of 116 of 4 and 16 of 3); streamk: one CTA per SM, the last one to two waves' tiles
     # shared out by k-blocks (a tile split between two CTAs, the partial through a workspace allocated in the call),
     # so no SM idles through a partial wave: 192 of the 226 grid shapes from 2^36 FLOP on give the first prior's
-    # tiles 97% of their last wave. For sweeps only: on six shapes it read 5-35% below the first prior (even) in every
-    # mode, its stream-K phase as if at two-thirds speed, and power-limited shapes gain nothing from idle SMs put to work
-    # (docs/benchmarks/data/raw_streamk_h200_2026-11-26_a1259ae.json)
+    # tiles 97% of their last wave. For sweeps only: on six shapes it read 5-35% below the first prior (even) in
+    # every mode, its stream-K phase as if at two-thirds speed; power-limited shapes gain nothing from idle SMs put
+    # to work (docs/benchmarks/data/raw_streamk_h200_2026-11-26_a1259ae.json)
     "grid": ("full", "even", "streamk"),
     **LAUNCH_DOMAIN,
 }
