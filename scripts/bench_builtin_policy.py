@@ -177,9 +177,9 @@ def figures_by_gpu(rows) -> str:
         per_mode: dict[str, dict[str, set]] = {}
         for u, m, s in cells:
             per_mode.setdefault(u, {}).setdefault(m, set()).add(s)
-        return "- figures measured on " + "; ".join(
-            f"{u}: " + " and ".join(f"{m} ({'every shape' if ss == every else name(ss)})" for m, ss in sorted(ms.items()))
-            for u, ms in sorted(per_mode.items()))
+        modes = lambda ms: " and ".join(  # noqa: E731
+            f"{m} ({'every shape' if ss == every else name(ss)})" for m, ss in sorted(ms.items()))
+        return "- figures measured on " + "; ".join(f"{u}: {modes(ms)}" for u, ms in sorted(per_mode.items()))
     ordered = sorted(shapes.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     most = len(ordered[0][1])
     named = [f"{u}: {name(ss)}" for u, ss in (ordered[1:] if most > 1 else ordered)]
@@ -266,13 +266,10 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
         unbased = [r.shape for r in untimed(sel, BASELINE)]
         lines += [f"## {mode}", "",
                   f"geomean {_f(s['geomean'])}, win rate {_pct(s['win_rate'])} over {s['n_all']} shapes, "
-                  f"shapes ≥ 2^36 FLOP: min {_f(min(big) if big else None)}, "
-                  f"geomean {_f(_geomean(big))}; "
-                  f"max(kernel, baseline) mean {_f(s['dispatch_mean'])}", "",
+                  f"{_big_figures(big)}; max(kernel, baseline) mean {_f(s['dispatch_mean'])}", "",
                   # the targets are set against every baseline, AutoTuning's pick being the fastest mostly
                   f"Against best NVIDIA (the fastest of every baseline timed in the same rounds): geomean "
-                  f"{_f(best['geomean'])}, win rate {_pct(best['win_rate'])}, shapes ≥ 2^36 FLOP: min "
-                  f"{_f(min(best_big) if best_big else None)}, geomean {_f(_geomean(best_big))}.", "",
+                  f"{_f(best['geomean'])}, win rate {_pct(best['win_rate'])}, {_big_figures(best_big)}.", "",
                   *([f"**Unfinished run: {len(pending)} of {len(sel)} shapes have no final measurement yet; their "
                      "figure (marked *) is the search's own, which chose the kernel and so reads high, and every "
                      "figure above depends on them.**", ""] if pending else []),
@@ -340,8 +337,9 @@ def _big(rows, baseline: str) -> list[float]:
     return [x for r in rows if r.log2_mnk + 1 >= 36 and (x := r.speedup(baseline)) is not None]
 
 
-def _geomean(xs: list[float]) -> float | None:
-    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+def _big_figures(big: list[float]) -> str:
+    geomean = math.exp(sum(map(math.log, big)) / len(big)) if big else None
+    return f"shapes ≥ 2^36 FLOP: min {_f(min(big) if big else None)}, geomean {_f(geomean)}"
 
 
 def targets(s: dict, big: list[float]) -> str:

@@ -64,7 +64,7 @@ DOMAIN: dict[str, tuple] = {
 # slower than no hint in a power-steady sweep, and B alone (b) never differed from B with C (bc). cluster_k,
 # grid=streamk and tile_n=32 stay with sweeps (DOMAIN says why).
 SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k != "cluster_k"},
-                                   "tile_m": (128, 256), "tile_n": DOMAIN["tile_n"][1:],
+                                   "tile_m": (128, 256), "tile_n": tuple(t for t in DOMAIN["tile_n"] if t > 32),
                                    "l2_evict_first": ("none", "c", "bc"), "grid": ("full", "even")}
 DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "k_order": "forward",
                             "l2_evict_first": "none", "grid": "full", **LAUNCH_DEFAULTS}
