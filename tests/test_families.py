@@ -74,7 +74,7 @@ def test_hopper_family_is_sm90a_only_and_others_run_on_sm80():
     ("hopper_raw", RAW_OK, {"cluster_k": 2}, "epi=tma"),  # the K-split stores from its reduction
     ("hopper_raw", RAW_OK, {"cluster_k": 2, "epi": "direct", "cluster_m": 2}, "cluster_m=2"),
     ("hopper_raw", RAW_OK, {"tile_m": 64, "tile_n": 192}, "tile_n 64, 128 or 256"),
-    ("hopper_raw", RAW_OK, {"tile_m": 64, "epi": "direct", "cluster_k": 2}, "64-row tile"),
+    ("hopper_raw", RAW_OK, {"tile_m": 64, "tile_n": 128, "stages": 16, "epi": "direct"}, "shared memory"),
     ("hopper_raw", RAW_OK, {"tile_n": 32, "epi": "direct"}, "64-row tiles"),
     ("hopper_wgmma", HOPPER_OK, {"scheduler": "batched"}, "splits >= 2"),
 ])
@@ -417,9 +417,7 @@ def test_variants_of_each_family_compile_with_nvcc():
         assert any(atom in k.get("mangled", "") for k in info.kernels), [k.get("mangled", "")[:300] for k in info.kernels]
 
 
-@pytest.mark.gpu
-@pytest.mark.slow
-@pytest.mark.parametrize("family,params,shape", [
+GPU_SAMPLES = [
     ("small", SMALL_OK, (64, 512, 2048)),
     ("small", dict(SMALL_OK, split_k=1), (512, 64, 64)),
     ("small", SMALL_CLUSTER, (64, 2048, 4096)),  # cluster split-K, reduced through distributed shared memory
@@ -492,10 +490,27 @@ def test_variants_of_each_family_compile_with_nvcc():
     ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=64, stages=7, grid="streamk"), (1000, 1000, 1024)),
     ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=128, group=4, epi="direct", grid="streamk"), (4096, 2048, 1000)),
     # 64x32 tiles for M <= 64 (each consumer an m64n16 atom): the whole of M in one tile-row, N ragged, K not a
-    # multiple of 64; M short of the tile with pairs sharing B (16 rows each)
+    # multiple of 64; pairs sharing B over two tile-rows, the second 36 rows short, N and K ragged
     ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=32, stages=7, epi="direct", pdl=True), (64, 1000, 1000)),
-    ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=32, stages=7, epi="direct", cluster_m=2), (40, 1024, 2048)),
-])
+    ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=32, stages=7, epi="direct", cluster_m=2), (100, 1000, 2000)),
+    # a 64-row tile's K split over a cluster (its consumers' columns summed side by side), rings deeper than the
+    # search's: 16 k-blocks over 3 CTAs, N ragged; M short of the tile, 32 k-blocks over 2, K ragged
+    ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=64, stages=14, epi="direct", cluster_k=3, pdl=True),
+     (64, 1000, 1000)),
+    ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=32, stages=16, epi="direct", cluster_k=2), (40, 1000, 2000)),
+]
+
+
+def test_every_gpu_sample_is_a_config_its_family_takes_for_its_shape():
+    """The GPU samples build together before the first runs, so one refused config would fail them all."""
+    for family, params, shape in GPU_SAMPLES:
+        ok, why = families.get(family).feasible(params, shape, "sm_90a")
+        assert ok, f"{family} {params} {shape}: {why}"
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("family,params,shape", GPU_SAMPLES)
 def test_sample_passes_the_evaluators_checks_on_gpu(gpu_samples, family, params, shape):
     """Every correctness check of the evaluator (exact {0,1} draws, deviation bound, accumulator honesty, guard
     bands, determinism, ...) at fp32 accumulation."""

@@ -741,7 +741,6 @@ def test_a_32_wide_prior_mutates_to_its_neighbours_but_the_search_draws_no_32_wi
     ((256, 2048, 2048), []),  # and at M = 256
     ((2048, 128, 1024), []),  # 16x2 tiles of 128x64, 32x2 of 64x64: no swapped order to fill the SMs with
     ((256, 1024, 64), []),
-    ((64, 8192, 1024), []),  # 128 tiles of 128x64, each half empty
     ((1024, 1004, 1024), []),  # N not a multiple of 8: no TMA epilogue
 ])
 def test_raw_mid_shape_priors_fill_the_sms_with_a_deep_ring(shape, tiles):
@@ -756,6 +755,33 @@ def test_raw_mid_shape_priors_fill_the_sms_with_a_deep_ring(shape, tiles):
     if tiles:
         batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 4)
         assert canonical(ps[0]) in {canonical(c.params) for c in batch if c.family == "hopper_raw"}
+
+
+@pytest.mark.parametrize("shape,first", [
+    ((64, 2048, 4096), (32, 2, 16)),  # 64 tiles: pairs along K make 128 CTAs
+    ((64, 512, 2048), (32, 6, 6)),  # 16 tiles in clusters of 6 (7 and 8 would not all run at once), 6 k-blocks each
+    ((32, 4096, 4096), (64, 2, 14)),  # 128 CTAs either way: the wider tile reads A half as often
+    ((64, 8192, 4096), (32, 1, 16)),  # 256 tiles fill the SMs unsplit: the only prior
+    ((64, 256, 16384), (32, 8, 16)),
+])
+def test_raw_streams_b_through_every_sm_where_m_is_at_most_64(shape, first):
+    """M <= 64, K >= 1024: a 64-row tile with K split over a cluster until the CTAs (at most one per SM) are the most,
+    each ring as deep as fits, then the unsplit 64x32 tile; the family gets a share, and its first prior the first
+    batch's slot."""
+    ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
+    assert (ps[0]["tile_n"], ps[0]["cluster_k"], ps[0]["stages"]) == first and ps[0]["tile_m"] == 64
+    assert (ps[-1]["tile_n"], ps[-1]["cluster_k"]) == (32, 1) and len(ps) == (1 if first[1] == 1 else 2)
+    assert all(get("hopper_raw").feasible(p, shape, "sm_90a") == (True, "") for p in ps)
+    if priors.family_shares(shape, "sm_90a")["hopper_raw"] > 0:
+        batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 4)
+        assert canonical(normal_params("hopper_raw", ps[0])) in {canonical(c.params) for c in batch}
+
+
+@pytest.mark.parametrize("shape", [(64, 1001, 4096), (64, 4096, 512), (65, 4096, 4096), (64, 4096, 4100)])
+def test_raw_lists_no_streaming_prior_off_its_measured_ground(shape):
+    """N odd or K < 1024 or M > 64 (two tile-rows; the 128-row rules apply) or K not a multiple of 8: none."""
+    ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
+    assert all(p["tile_m"] != 64 or p.get("cluster_k", 1) == 1 and p["stages"] <= 7 for p in ps)
 
 
 @pytest.mark.parametrize("shape", [(1024, 2048, 512), (2048, 2048, 1024), (1024, 12288, 256)])

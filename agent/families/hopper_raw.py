@@ -25,7 +25,8 @@ DOMAIN: dict[str, tuple] = {
     # 32: a 64-row tile only (each consumer an m64n16 atom), for M <= 64, where NVIDIA streams B through one kernel of
     # 64 CTAs of 32 columns (docs/benchmarks/data/dev_ncu_h100_2026-11-26_a1259ae/summary.md); for sweeps until timed
     "tile_n": (32, 64, 128, 144, 160, 176, 192, 208, 224, 240, 256),
-    "stages": (2, 3, 4, 5, 6, 7),
+    # deeper than 7 for sweeps only: a 64-row tile's stage is 12-24 KB, and a skinny M streams B through the ring
+    "stages": tuple(range(2, 17)),
     "group": (1, 2, 4, 8, 16),  # work-unit rows per band of the tile order
     # CTAs along M per cluster: 2 share each B tile, each CTA loading half and multicasting it (TMA) to both
     "cluster_m": (1, 2),
@@ -62,9 +63,11 @@ DOMAIN: dict[str, tuple] = {
 # What the policy's mutations move through, narrower than what a sweep may render: in one campaign 29 of 48
 # hopper_raw candidates carried a hint; A's (a, ac) measured 0.946-0.971 on multi-wave shapes there and 0.6-4%
 # slower than no hint in a power-steady sweep, and B alone (b) never differed from B with C (bc). cluster_k,
-# grid=streamk and tile_n=32 stay with sweeps (DOMAIN says why).
+# grid=streamk, tile_n=32, 64-row tiles and rings deeper than 7 stages stay with sweeps (DOMAIN says why) and with the
+# priors of M <= 64 (_streaming_priors).
 SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k != "cluster_k"},
                                    "tile_m": (128, 256), "tile_n": tuple(t for t in DOMAIN["tile_n"] if t > 32),
+                                   "stages": tuple(range(2, 8)),
                                    "l2_evict_first": ("none", "c", "bc"), "grid": ("full", "even")}
 DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "k_order": "forward",
                             "l2_evict_first": "none", "grid": "full", **LAUNCH_DEFAULTS}
@@ -110,8 +113,6 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         # each consumer warpgroup owns tile_n/2 columns: whole 64-column sub-tiles, or half of one shared by both
         if p.get("epi") == "tma" and p["tile_n"] not in (64, 128, 256):
             return False, f"a 64-row tile with the TMA epilogue takes tile_n 64, 128 or 256, not {p['tile_n']}"
-        if p.get("cluster_k", 1) > 1:
-            return False, "cluster_k sums 128-row tiles: a 64-row tile takes none"
     if p.get("grid") == "streamk":
         clash = {"cluster_m": 1, "cluster_k": 1, "k_order": "forward"}
         if bad := [f"{x}={p.get(x, DEFAULTS[x])}" for x, want in clash.items() if p.get(x, DEFAULTS[x]) != want]:
@@ -164,9 +165,9 @@ def render(params: dict[str, Any]) -> str:
                            acc_operands=", ".join(f'"+f"(d[{i}])' for i in range(n)))
 
 
-def _deepest_stages(base: dict[str, Any], arch: str) -> int | None:
-    """The most stages of DOMAIN that a tile's shared memory takes (None: not even the fewest)."""
-    return max((s for s in DOMAIN["stages"] if feasible(dict(base, stages=s), None, arch)[0]), default=None)
+def _deepest_stages(base: dict[str, Any], arch: str, stages: tuple[int, ...] = SEARCH_DOMAIN["stages"]) -> int | None:
+    """The most stages (of the search's, unless told) that a tile's shared memory takes (None: not even the fewest)."""
+    return max((s for s in stages if feasible(dict(base, stages=s), None, arch)[0]), default=None)
 
 
 def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") -> list[dict[str, Any]]:
@@ -216,7 +217,45 @@ def repair(p: dict[str, Any]) -> dict[str, Any]:
 def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: str = "offline") -> list[dict[str, Any]]:
     if arch != "sm_90a" or acc != "fp32":
         return []
-    return _listed_priors(shape) if flop(shape) >= LARGE_FLOP else _wave_filling_priors(shape)
+    if flop(shape) >= LARGE_FLOP:
+        return _listed_priors(shape)
+    return _streaming_priors(shape) if shape[0] <= 64 else _wave_filling_priors(shape)
+
+
+def _streaming_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
+    """M <= 64 and K >= 1024: all of M in one 64-row tile, and B streamed through as many CTAs as run at once, each
+    with a ring as deep as shared memory takes (up to 16 stages, no more than its k-blocks). The first prior splits
+    K over a cluster where the 64x32 tiles alone are fewer than the SMs (the most CTAs, at most one per SM, the
+    wider tile on a tie); the second, or the only one where they fill the SMs, is the 64x32 tile without a split.
+    One CTA's loads in flight bound what it streams: 64x32 with 7 stages read 0.78-0.86 of best NVIDIA on
+    64x2048x4096 (H200, every mode), with 16 stages 0.85-1.07 (H100). On seven M=32-64 shapes of K=2048-8192 (H100)
+    the better of the two led the best of the campaign's server winner or the policy's first proposals on four in
+    server mode (64x512x2048 0.96 against 0.89, 64x16384x2048 1.00 against 0.94) and trailed on three by 0.3-1.2%;
+    back to back it led on three (64x512x2048 1.24 against 1.13, 32x4096x4096 0.96 against 0.89) and trailed the
+    wgmma family's split-K by 2-6% on four, so each mode's tournament decides
+    (docs/benchmarks/data/raw_m64_streaming_h100_2026-11-26_931faae.json; the unsplit 64-row tiles with 7 stages and
+    the half-empty 128-row tiles split over clusters: raw_m64_one_launch_h200_2026-11-26_931faae.json)."""
+    m, n, k = shape
+    if m > 64 or k < 1024 or k % 8 or n % 2:
+        return []
+    kb = ceil_div(k, 64)
+    best: list[tuple[int, int, dict[str, Any]]] = []
+    for tn in (32, 64, 128):
+        tiles = ceil_div(n, tn)
+        for ck in range(1, 9):
+            if ck > 1 and (kb < 4 * ck or tiles > cluster_k_fit(ck, sms)):
+                continue
+            base = {"tile_m": 64, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct", "cluster_k": ck}
+            p = dict(base, stages=max(2, min(_deepest_stages(base, "sm_90a", DOMAIN["stages"]), ceil_div(kb, ck))))
+            if feasible(p, shape, "sm_90a")[0]:
+                best.append((min(tiles * ck, sms), tn, p))
+    plain = next((p for _, tn, p in best if tn == 32 and p["cluster_k"] == 1), None)
+    if plain is not None and ceil_div(n, 32) >= sms:
+        return [plain]  # its tiles fill the SMs alone
+    if not best:
+        return []
+    first = max(best, key=lambda t: (t[0], t[1]))[2]
+    return [first] + ([plain] if plain is not None and plain != first else [])
 
 
 def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
@@ -339,11 +378,13 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     # 128x256 on five big shapes in two campaigns (mean 1.8%); 256x192 reads 22% less from L2 and keeps its table value
     if (tm, tn) == (256, 128):
         eff *= 0.98
-    waves_factor = ceil_div(tiles, sms) * sms / tiles if tiles > sms else 1.0
-    busy = min(1.0, tiles / sms)
+    ck = p.get("cluster_k", 1)  # a split multiplies the CTAs and divides each one's chain of k-blocks
+    ctas = tiles * ck
+    waves_factor = ceil_div(ctas, sms) * sms / ctas if ctas > sms else 1.0
+    busy = min(1.0, ctas / sms)
     t_compute = 2.0 * tiles * tm * tn * k / (pricing.WGMMA_PEAK * eff * busy) * waves_factor
     t_mem = 2.0 * (m * k + n * k + m * n) / pricing.DRAM_BW
-    t_chain = ceil_div(k, 64) * 0.06e-6 * ceil_div(tiles, sms)
+    t_chain = ceil_div(ceil_div(k, 64), ck) * 0.06e-6 * ceil_div(ctas, sms)
     # two stages of k64 leave the loads exposed: 256x192 with 2 measured 0.79-0.83 of cuBLASLt all eight times five
     # campaigns proposed it (three big shapes), where its 3-stage twin measured 0.96-1.05
     stages_pen = {2: 1.25, 3: 1.03}.get(p["stages"], 1.0)
