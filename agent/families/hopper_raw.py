@@ -20,12 +20,13 @@ NEEDS_CUTLASS = True
 
 DOMAIN: dict[str, tuple] = {
     # two consumer warpgroups of tile_m/2 rows, one or two m64 wgmma atoms each; at 64 rows both take every row and
-    # half the columns each (for sweeps until timed: compiled, and checked on the GPU by test_families)
+    # half the columns each (sweeps and priors only: _wave_filling_priors from M = 512, _streaming_priors to M = 64)
     "tile_m": (64, 128, 256),
     # 32: a 64-row tile only (each consumer an m64n16 atom), for M <= 64, where NVIDIA streams B through one kernel of
-    # 64 CTAs of 32 columns (docs/benchmarks/data/dev_ncu_h100_2026-11-26_a1259ae/summary.md); for sweeps until timed
+    # 64 CTAs of 32 columns (docs/benchmarks/data/dev_ncu_h100_2026-11-26_a1259ae/summary.md); sweeps and priors only
     "tile_n": (32, 64, 128, 144, 160, 176, 192, 208, 224, 240, 256),
-    # deeper than 7 for sweeps only: a 64-row tile's stage is 12-24 KB, and a skinny M streams B through the ring
+    # deeper than 7 for sweeps and _streaming_priors only: a 64-row tile's stage is 12-24 KB, and a skinny M streams B
+    # through the ring
     "stages": tuple(range(2, 17)),
     "group": (1, 2, 4, 8, 16),  # work-unit rows per band of the tile order
     # CTAs along M per cluster: 2 share each B tile, each CTA loading half and multicasting it (TMA) to both
