@@ -757,21 +757,22 @@ def test_raw_mid_shape_priors_fill_the_sms_with_a_deep_ring(shape, tiles):
         assert canonical(ps[0]) in {canonical(c.params) for c in batch if c.family == "hopper_raw"}
 
 
-@pytest.mark.parametrize("shape,first", [
-    ((64, 2048, 4096), (32, 2, 16)),  # 64 tiles: pairs along K make 128 CTAs
-    ((64, 512, 2048), (32, 6, 6)),  # 16 tiles in clusters of 6 (7 and 8 would not all run at once), 6 k-blocks each
-    ((32, 4096, 4096), (64, 2, 14)),  # 128 CTAs either way: the wider tile reads A half as often
-    ((64, 8192, 4096), (32, 1, 16)),  # 256 tiles fill the SMs unsplit: the only prior
-    ((64, 256, 16384), (32, 8, 16)),
+@pytest.mark.parametrize("shape,tiles", [
+    ((64, 2048, 4096), [(32, 2, 16), (32, 1, 16)]),  # 64 tiles: pairs along K fill one wave (128 CTAs)
+    # 16 tiles in clusters of 6 (7 and 8 would not all run at once), 6 k-blocks each
+    ((64, 512, 2048), [(32, 6, 6), (32, 1, 16)]),
+    ((32, 4096, 4096), [(32, 1, 16), (64, 2, 14)]),  # 128 units either way: no split first
+    ((64, 8192, 4096), [(64, 1, 14), (128, 2, 9)]),  # 128 tiles of 64 columns, as full a wave as 256 of 32
+    ((8, 14336, 4096), [(128, 1, 9)]),  # 112 tiles of 128 in one wave; no split fits, and 448 of 32 take 3.4 waves
+    ((64, 256, 16384), [(32, 8, 16), (32, 1, 16)]),
 ])
-def test_raw_streams_b_through_every_sm_where_m_is_at_most_64(shape, first):
-    """M <= 64, K >= 1024: a 64-row tile with K split over a cluster until the CTAs (at most one per SM) are the most,
-    each ring as deep as fits, then the unsplit 64x32 tile; the family gets a share, and its first prior the first
+def test_raw_streams_b_through_every_sm_where_m_is_at_most_64(shape, tiles):
+    """M <= 64, K >= 1024: 64-row tiles whose work units (K split over a cluster or not) fill the waves best, each
+    ring as deep as fits, then the best of the other kind; the family gets a share, and its first prior the first
     batch's slot."""
     ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
-    assert (ps[0]["tile_n"], ps[0]["cluster_k"], ps[0]["stages"]) == first and ps[0]["tile_m"] == 64
-    assert (ps[-1]["tile_n"], ps[-1]["cluster_k"]) == (32, 1) and len(ps) == (1 if first[1] == 1 else 2)
-    assert all(get("hopper_raw").feasible(p, shape, "sm_90a") == (True, "") for p in ps)
+    assert [(p["tile_n"], p["cluster_k"], p["stages"]) for p in ps] == tiles
+    assert all(p["tile_m"] == 64 and get("hopper_raw").feasible(p, shape, "sm_90a") == (True, "") for p in ps)
     if priors.family_shares(shape, "sm_90a")["hopper_raw"] > 0:
         batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 4)
         assert canonical(normal_params("hopper_raw", ps[0])) in {canonical(c.params) for c in batch}

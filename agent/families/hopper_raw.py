@@ -224,23 +224,24 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
 
 
 def _streaming_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
-    """M <= 64 and K >= 1024: all of M in one 64-row tile, and B streamed through as many CTAs as run at once, each
-    with a ring as deep as shared memory takes (up to 16 stages, no more than its k-blocks). The first prior splits
-    K over a cluster where the 64x32 tiles alone are fewer than the SMs (the most CTAs, at most one per SM, the
-    wider tile on a tie); the second, or the only one where they fill the SMs, is the 64x32 tile without a split.
+    """M <= 64 and K >= 1024: all of M in one 64-row tile (A's box no taller than M), B streamed through a ring as deep
+    as shared memory takes (up to 16 stages, no more than a CTA's k-blocks), and the work units (tiles, times the
+    CTAs of a cluster that splits K) filling the waves best: a partial last wave idles SMs that could stream. Ties go
+    to no split, then to the wider tile (A read less often). The first prior is the best; the second the best of the
+    other kind (split or not).
     One CTA's loads in flight bound what it streams: 64x32 with 7 stages read 0.78-0.86 of best NVIDIA on
-    64x2048x4096 (H200, every mode), with 16 stages 0.85-1.07 (H100). On seven M=32-64 shapes of K=2048-8192 (H100)
-    the better of the two led the best of the campaign's server winner or the policy's first proposals on four in
-    server mode (64x512x2048 0.96 against 0.89, 64x16384x2048 1.00 against 0.94) and trailed on three by 0.3-1.2%;
-    back to back it led on three (64x512x2048 1.24 against 1.13, 32x4096x4096 0.96 against 0.89) and trailed the
-    wgmma family's split-K by 2-6% on four, so each mode's tournament decides
-    (docs/benchmarks/data/raw_m64_streaming_h100_2026-11-26_931faae.json; the unsplit 64-row tiles with 7 stages and
-    the half-empty 128-row tiles split over clusters: raw_m64_one_launch_h200_2026-11-26_931faae.json)."""
+    64x2048x4096 (H200, every mode), with 16 stages 0.85-1.07 (H100); the split lets the CTAs fill the SMs where the
+    tiles are too few. On six shapes of M = 8-64 at K = 4096 (H200, back to back and server) the 64-row tiles read
+    0.96-1.07 where the wgmma family's first proposals read 0.84-1.06; 8x14336x4096 0.96-0.97 with 112 tiles of 128
+    columns against 0.85-0.90 with 448 of 32 (3.4 waves); 64x8192x4096 1.00 and 0.98 with 64x64 tiles
+    (docs/benchmarks/data/raw_small_m_box_h200_2026-11-26_57ebdbb.json; raw_m64_streaming_h100_2026-11-26_931faae.json
+    for the splits; raw_m64_one_launch_h200_2026-11-26_931faae.json for the unsplit 7-stage tiles and the half-empty
+    128-row tiles split over clusters)."""
     m, n, k = shape
     if m > 64 or k < 1024 or k % 8 or n % 2:
         return []
     kb = ceil_div(k, 64)
-    best: list[tuple[int, int, dict[str, Any]]] = []
+    ranked: list[tuple[tuple[float, int, int], dict[str, Any]]] = []
     for tn in (32, 64, 128):
         tiles = ceil_div(n, tn)
         for ck in range(1, 9):
@@ -249,14 +250,13 @@ def _streaming_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[
             base = {"tile_m": 64, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct", "cluster_k": ck}
             p = dict(base, stages=max(2, min(_deepest_stages(base, "sm_90a", DOMAIN["stages"]), ceil_div(kb, ck))))
             if feasible(p, shape, "sm_90a")[0]:
-                best.append((min(tiles * ck, sms), tn, p))
-    plain = next((p for _, tn, p in best if tn == 32 and p["cluster_k"] == 1), None)
-    if plain is not None and ceil_div(n, 32) >= sms:
-        return [plain]  # its tiles fill the SMs alone
-    if not best:
+                ranked.append(((round(pricing.wave_fill(tiles * ck, sms), 6), -ck, tn), p))
+    ranked.sort(key=lambda t: t[0], reverse=True)
+    if not ranked:
         return []
-    first = max(best, key=lambda t: (t[0], t[1]))[2]
-    return [first] + ([plain] if plain is not None and plain != first else [])
+    first = ranked[0][1]
+    other = next((p for _, p in ranked if (p["cluster_k"] > 1) != (first["cluster_k"] > 1)), None)
+    return [first] + ([other] if other is not None else [])
 
 
 def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
