@@ -75,6 +75,12 @@ def untimed(rows: list[ShapeRow], baseline: str) -> list[ShapeRow]:
     return [r for r in rows if r.result is not None and r.speedup(baseline) is None]
 
 
+def geomean(values) -> float | None:
+    """The geometric mean of positive values; None for none (every summary of speedups here, tables and scripts)."""
+    xs = list(values)
+    return math.exp(statistics.fmean(math.log(x) for x in xs)) if xs else None
+
+
 def summarise(rows: list[ShapeRow], baseline: str) -> dict:
     """Mean/median speedup over shapes that have a correct kernel, the win rate over all shapes, and the mean
     speedup of max(CUDA-L2, baseline), i.e. what a dispatcher that falls back to the baseline achieves. The
@@ -93,7 +99,7 @@ def summarise(rows: list[ShapeRow], baseline: str) -> dict:
         "n": len(vals), "n_all": n_all,
         "mean": statistics.fmean(vals),
         "median": statistics.median(vals),
-        "geomean": math.exp(statistics.fmean(math.log(max(s, 1e-9)) for s in vals)),
+        "geomean": geomean(max(s, 1e-9) for s in vals),
         "win_rate": wins / n_all if n_all else None,
         "dispatch_mean": statistics.fmean(dispatch),
     }

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -338,8 +337,8 @@ def _big(rows, baseline: str) -> list[float]:
 
 
 def _big_figures(big: list[float]) -> str:
-    geomean = math.exp(sum(map(math.log, big)) / len(big)) if big else None
-    return f"shapes ≥ 2^36 FLOP: min {_f(min(big) if big else None)}, geomean {_f(geomean)}"
+    from agent.report import geomean
+    return f"shapes ≥ 2^36 FLOP: min {_f(min(big) if big else None)}, geomean {_f(geomean(big))}"
 
 
 def targets(s: dict, big: list[float]) -> str:

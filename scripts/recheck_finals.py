@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import math
 import shutil
 import statistics
 import sys
@@ -29,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agent.report import geomean  # noqa: E402
 from agent.shapes import load_shapes  # noqa: E402
 
 BASELINE = "cublaslt-autotune-max"
@@ -84,8 +84,7 @@ def _fmt(x: float | None) -> str:
 
 
 def _geomean(xs: list) -> float | None:
-    xs = [x for x in xs if x is not None and x > 0]
-    return math.exp(statistics.fmean(math.log(x) for x in xs)) if xs else None
+    return geomean(x for x in xs if x is not None and x > 0)
 
 
 def table(groups: list[dict], meta: dict) -> str:

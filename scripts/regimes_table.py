@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from agent.report import geomean  # noqa: E402
 
 REGIMES = (("back-to-back", "back to back"), ("separated", "separated"), ("steady", "power-steady"),
            ("server", "server"))
@@ -54,7 +55,8 @@ def figures(run_dir: Path) -> dict:
 
 
 def _geomean(xs: list[float]) -> float:
-    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+    g = geomean(xs)
+    return float("nan") if g is None else g
 
 
 def _flop(key: str) -> int:

@@ -541,8 +541,8 @@ def gpu_samples(request):
 
 def test_hopper_raw_64_row_tiles_keep_earlier_identities_and_are_left_to_sweeps():
     """64-row tiles came after the family's campaigns: every other tile renders as before (the template's new
-    branches are guarded); the two consumer warpgroups each run m64 atoms over half the columns, and the tile is not
-    a search knob until it has been timed."""
+    branches are guarded); the two consumer warpgroups each run m64 atoms over half the columns, and the tile comes
+    from priors only (mid shapes from M = 512, M <= 64), never from the search's own moves."""
     src = hopper_raw.render(dict(RAW_OK, tile_m=64, tile_n=128, stages=7))
     assert "m64n64k16" in src and "CN = BN / 2" in src and "cw * CN * 128" in src
     shared = hopper_raw.render(dict(RAW_OK, tile_m=64, tile_n=64, stages=7))
