@@ -226,17 +226,17 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
 def _streaming_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
     """M <= 64 and K >= 1024: all of M in one 64-row tile (A's box no taller than M), B streamed through a ring as deep
     as shared memory takes (up to 16 stages, no more than a CTA's k-blocks), and the work units (tiles, times the
-    CTAs of a cluster that splits K) filling the waves best: a partial last wave idles SMs that could stream. Ties go
-    to no split, then to the wider tile (A read less often). The first prior is the best; the second the best of the
-    other kind (split or not).
+    CTAs of a cluster that splits K) filling the waves best: a partial last wave idles SMs that could stream. Ties
+    go to no split, then to the wider tile (A read less often). The first prior is the best; the second the best of
+    the other kind (split or not).
     One CTA's loads in flight bound what it streams: 64x32 with 7 stages read 0.78-0.86 of best NVIDIA on
     64x2048x4096 (H200, every mode), with 16 stages 0.85-1.07 (H100); the split lets the CTAs fill the SMs where the
     tiles are too few. On six shapes of M = 8-64 at K = 4096 (H200, back to back and server) the 64-row tiles read
-    0.96-1.07 where the wgmma family's first proposals read 0.84-1.06; 8x14336x4096 0.96-0.97 with 112 tiles of 128
-    columns against 0.85-0.90 with 448 of 32 (3.4 waves); 64x8192x4096 1.00 and 0.98 with 64x64 tiles
-    (docs/benchmarks/data/raw_small_m_box_h200_2026-11-26_57ebdbb.json; raw_m64_streaming_h100_2026-11-26_931faae.json
-    for the splits; raw_m64_one_launch_h200_2026-11-26_931faae.json for the unsplit 7-stage tiles and the half-empty
-    128-row tiles split over clusters)."""
+    0.96-1.07 where the best of the wgmma family's first proposals read 0.85-1.06; 8x14336x4096 0.96-0.97 with 112
+    tiles of 128 columns against 0.85-0.90 with 448 of 32 (3.4 waves); 64x8192x4096 1.00 and 0.98 with 64x64 tiles
+    (docs/benchmarks/data/raw_small_m_box_h200_2026-11-26_57ebdbb.json;
+    raw_m64_streaming_h100_2026-11-26_931faae.json for the splits; raw_m64_one_launch_h200_2026-11-26_931faae.json
+    for the unsplit 7-stage tiles and the half-empty 128-row tiles split over clusters)."""
     m, n, k = shape
     if m > 64 or k < 1024 or k % 8 or n % 2:
         return []
