@@ -408,6 +408,9 @@ def test_variants_of_each_family_compile_with_nvcc():
         (hopper_raw.render(dict(RAW_OK, tile_m=64, tile_n=64, stages=7, cluster_m=2, group=2, pdl=True)), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, tile_m=64, tile_n=160, stages=7, epi="direct")), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, tile_m=64, tile_n=32, stages=7, epi="direct", pdl=True)), "sm_90a"),
+        # a 64-row tile's K split over a cluster with a 14-stage ring (the M <= 64 priors; A's box sized at run time)
+        (hopper_raw.render(dict(RAW_OK, tile_m=64, tile_n=64, stages=14, epi="direct", cluster_k=3, pdl=True)),
+         "sm_90a"),
         (small.render(dict(SMALL_CLUSTER, pdl=True)), "sm_90a"),
     ]
     infos = _build_all(jobs)
@@ -490,7 +493,7 @@ GPU_SAMPLES = [
     ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=64, stages=7, grid="streamk"), (1000, 1000, 1024)),
     ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=128, group=4, epi="direct", grid="streamk"), (4096, 2048, 1000)),
     # 64x32 tiles for M <= 64 (each consumer an m64n16 atom): the whole of M in one tile-row, N ragged, K not a
-    # multiple of 64; pairs sharing B over two tile-rows, the second 36 rows short, N and K ragged
+    # multiple of 64; pairs sharing B over two tile-rows, the second of 36 rows, N and K ragged
     ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=32, stages=7, epi="direct", pdl=True), (64, 1000, 1000)),
     ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=32, stages=7, epi="direct", cluster_m=2), (100, 1000, 2000)),
     # a 64-row tile's K split over a cluster (its consumers' columns summed side by side), rings deeper than the
@@ -539,7 +542,7 @@ def gpu_samples(request):
     pool.close()
 
 
-def test_hopper_raw_64_row_tiles_keep_earlier_identities_and_are_left_to_sweeps():
+def test_hopper_raw_64_row_tiles_keep_earlier_identities_and_come_from_priors_only():
     """64-row tiles came after the family's campaigns: every other tile renders as before (the template's new
     branches are guarded); the two consumer warpgroups each run m64 atoms over half the columns, and the tile comes
     from priors only (mid shapes from M = 512, M <= 64), never from the search's own moves."""

@@ -780,9 +780,10 @@ def test_raw_streams_b_through_every_sm_where_m_is_at_most_64(shape, tiles):
 
 @pytest.mark.parametrize("shape", [(64, 1001, 4096), (64, 4096, 512), (65, 4096, 4096), (64, 4096, 4100)])
 def test_raw_lists_no_streaming_prior_off_its_measured_ground(shape):
-    """N odd or K < 1024 or M > 64 (two tile-rows; the 128-row rules apply) or K not a multiple of 8: none."""
-    ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
-    assert all(p["tile_m"] != 64 or p.get("cluster_k", 1) == 1 and p["stages"] <= 7 for p in ps)
+    """N odd, K < 1024 (not measured), M > 64 (two tile-rows; the 128-row rules apply, and list none below M = 128)
+    or K not a multiple of 8 (TMA's row stride): no prior, so no share of the batch."""
+    assert priors.priors("hopper_raw", shape, "fp32", "sm_90a") == []
+    assert priors.family_shares(shape, "sm_90a")["hopper_raw"] == 0
 
 
 @pytest.mark.parametrize("shape", [(1024, 2048, 512), (2048, 2048, 1024), (1024, 12288, 256)])
