@@ -234,7 +234,7 @@ def _streaming_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[
     tiles are too few. On six shapes of M = 8-64 at K = 4096 (H200, back to back and server) the 64-row tiles read
     0.96-1.07 where the best of the wgmma family's first proposals read 0.85-1.06; 8x14336x4096 0.96-0.97 with 112
     tiles of 128 columns against 0.85-0.90 with 448 of 32 (3.4 waves); 64x8192x4096 1.00 and 0.98 with 64x64 tiles
-    (docs/benchmarks/data/raw_small_m_box_h200_2026-11-26_57ebdbb.json;
+    (docs/benchmarks/data/raw_small_m_box_h200_2026-11-26_ccf1019.json;
     raw_m64_streaming_h100_2026-11-26_931faae.json for the splits; raw_m64_one_launch_h200_2026-11-26_931faae.json
     for the unsplit 7-stage tiles and the half-empty 128-row tiles split over clusters)."""
     m, n, k = shape
