@@ -172,6 +172,12 @@ def _deepest_stages(base: dict[str, Any], arch: str, stages: tuple[int, ...] = S
     return max((s for s in stages if feasible(dict(base, stages=s), None, arch)[0]), default=None)
 
 
+def _k_deep(base: dict[str, Any], kblocks: int, stages: tuple[int, ...] = SEARCH_DOMAIN["stages"]) -> dict[str, Any]:
+    """`base` with the deepest ring that fits, but no deeper than the k-blocks a CTA walks (two at least): a ring
+    slot no k-block fills buys nothing."""
+    return dict(base, stages=min(_deepest_stages(base, "sm_90a", stages), max(2, kblocks)))
+
+
 def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") -> list[dict[str, Any]]:
     """Feasible configs: each tile with the deepest ring that fits and one stage less, in every tile order, and the TMA
     epilogue where the tile allows it (stores from registers measured 6% more cycles,
@@ -249,7 +255,7 @@ def _streaming_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[
             if ck > 1 and (kb < 4 * ck or tiles > cluster_k_fit(ck, sms)):
                 continue
             base = {"tile_m": 64, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct", "cluster_k": ck}
-            p = dict(base, stages=max(2, min(_deepest_stages(base, "sm_90a", DOMAIN["stages"]), ceil_div(kb, ck))))
+            p = _k_deep(base, ceil_div(kb, ck), DOMAIN["stages"])
             if feasible(p, shape, "sm_90a")[0]:
                 ranked.append(((round(pricing.wave_fill(tiles * ck, sms), 6), -ck, tn), p))
     ranked.sort(key=lambda t: t[0], reverse=True)
@@ -298,7 +304,7 @@ def _k_ring(tile_m: int, tile_n: int, shape: tuple[int, int, int]) -> list[dict[
     """A mid-shape tile with the TMA epilogue and the deepest ring that fits but no deeper than K's blocks (two at
     least); [] where the shape refuses it."""
     base = {"tile_m": tile_m, "tile_n": tile_n, "group": 1, "acc": "fp32", "epi": "tma"}
-    p = dict(base, stages=min(_deepest_stages(base, "sm_90a"), max(2, ceil_div(shape[2], 64))))
+    p = _k_deep(base, ceil_div(shape[2], 64))
     return [p] if feasible(p, shape, "sm_90a")[0] else []
 
 
