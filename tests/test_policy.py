@@ -778,6 +778,38 @@ def test_raw_streams_b_through_every_sm_where_m_is_at_most_64(shape, tiles):
         assert canonical(normal_params("hopper_raw", ps[0])) in {canonical(c.params) for c in batch}
 
 
+@pytest.mark.parametrize("shape", [(64, 2048, 4096), (64, 512, 2048), (16, 8192, 2048)])
+def test_raw_search_stays_with_streaming_tiles_where_m_is_at_most_64(shape):
+    """Where the streaming priors start, hopper_raw's later proposals are 64-row tiles too (128-row ones read 0.60-0.84
+    there), the split and the tile width move (a wider tile's ring shrinks to fit), and no proposal holds a ring below
+    the 150 KB in flight that measured slower where a deeper one fits."""
+    pol, hist, raw = BuiltinPolicy(0), [], []
+    for _ in range(4):
+        for c in pol.propose(shape, "fp32", "sm_90a", hist, 4):
+            hist.append(_record(c, shape, speedup=1.05 if c.family == "hopper_raw" else 0.95))
+            if c.family == "hopper_raw":
+                raw.append(c.params)
+    prior = priors.priors("hopper_raw", shape, "fp32", "sm_90a")[0]
+    assert len(raw) > 2 and all(p["tile_m"] == 64 for p in raw)
+    assert {(p["tile_n"], p.get("cluster_k", 1)) for p in raw} != {(prior["tile_n"], prior["cluster_k"])}
+    mod = get("hopper_raw")
+    for p in raw:
+        assert mod.feasible(p, shape, "sm_90a") == (True, "")
+        kb = -(-shape[2] // 64) // p.get("cluster_k", 1)
+        deep = mod._k_deep(dict(p), kb, mod.DOMAIN["stages"])
+        if deep["stages"] > p["stages"]:
+            assert p["stages"] * (64 + p["tile_n"]) * 128 >= mod.STREAM_INFLIGHT_BYTES, p
+
+
+def test_raw_repair_fits_a_widened_streaming_tile():
+    mod = get("hopper_raw")
+    p = {"tile_m": 64, "tile_n": 64, "stages": 16, "group": 1, "acc": "fp32", "epi": "direct", "cluster_k": 2}
+    assert mod.feasible(p, None, "sm_90a")[0] is False
+    assert mod.repair(p)["stages"] == 14 and mod.feasible(mod.repair(p), None, "sm_90a") == (True, "")
+    big = {"tile_m": 128, "tile_n": 256, "stages": 7, "group": 1, "acc": "fp32", "epi": "tma"}
+    assert mod.repair(big) == big  # only 64-row tiles: elsewhere an over-full ring stays refused
+
+
 @pytest.mark.parametrize("shape", [(64, 1001, 4096), (64, 4096, 512), (65, 4096, 4096), (64, 4096, 4100)])
 def test_raw_lists_no_streaming_prior_off_its_measured_ground(shape):
     """N odd, K < 1024 (not measured), M > 64 (two tile-rows; the 128-row rules apply, and list none below M = 128)

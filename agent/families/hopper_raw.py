@@ -71,10 +71,20 @@ SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k != "c
                                    "tile_m": (128, 256), "tile_n": tuple(t for t in DOMAIN["tile_n"] if t > 32),
                                    "stages": tuple(range(2, 8)),
                                    "l2_evict_first": ("none", "c", "bc"), "grid": ("full", "even")}
+# Where the streaming priors start (M <= 64 from K = 1024), the search moves through their own knobs. Through
+# SEARCH_DOMAIN, in the campaign of docs/benchmarks/data/tables/fp32_m64_streaming_h200_2026-11-26_ccf1019.md, 5 of 42
+# hopper_raw candidates had 128-row tiles (0.60-0.84 of best NVIDIA), mutations and adapted seeds cut rings to 7
+# stages or fewer (estimate_us says what that cost), and none changed the split; the TMA epilogue with C's hint read
+# -0.7% to +1.4% (left out), the alternate K order +0.1% to +0.8% (kept)
+STREAMING_DOMAIN: dict[str, tuple] = {**SEARCH_DOMAIN, "tile_m": (64,), "tile_n": (32, 64, 128),
+                                      "stages": DOMAIN["stages"], "cluster_k": DOMAIN["cluster_k"], "group": (1,),
+                                      "cluster_m": (1,), "epi": ("direct",), "l2_evict_first": ("none",),
+                                      "grid": ("full",)}
 DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "k_order": "forward",
                             "l2_evict_first": "none", "grid": "full", **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
 MAX_ACC_REGS = 192  # fp32 accumulators per consumer thread; the consumers get 232 registers (setmaxnreg)
+STREAM_INFLIGHT_BYTES = 150 * 1024  # a streaming CTA's ring below this streams slower (estimate_us)
 
 
 # Clusters of 2-8 CTAs of one SM each that an H200 runs at once (cudaOccupancyMaxActiveClusters, 100-227 KB of
@@ -184,9 +194,12 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
     docs/benchmarks/data/sweeps/raw_tma_2026-11-23_1c52652.json), with or without a 2-CTA cluster. The 128x64 tile
     stays out: in the domain for sweeps and one-knob mutations, it won none of the output-bound small-K shapes it was
     written for (0.81-0.87 in graph mode), and the space's exploration samples of the big shapes stay as they were
-    measured."""
+    measured. Where the streaming priors start (`streams`), their ranked tiles and splits instead."""
     if acc != "fp32":
         return []
+    if streams(shape):
+        return [validate(dict(p, **launch_knobs(arch)))
+                for _, p in _streaming_ranked(shape, pricing.arch_limits(arch).num_sms)]
     out = []
     for tm, tn in itertools.product(SEARCH_DOMAIN["tile_m"], (t for t in DOMAIN["tile_n"] if t >= 128)):
         epi = "tma" if tn % 64 == 0 and shape[1] % 8 == 0 else "direct"
@@ -218,8 +231,15 @@ def runs_on(arch: str) -> bool:
 
 
 def repair(p: dict[str, Any]) -> dict[str, Any]:
-    """Its knobs are checked by `feasible`: a mutation needs no repair."""
-    return dict(p)
+    """A 64-row tile's ring shrinks to what shared memory takes: the streaming priors fill it, so a mutation to a
+    wider tile or a split (whose partial tile reuses the ring) would not fit otherwise. Every other knob is checked
+    by `feasible`."""
+    q = dict(p)
+    if q.get("tile_m") == 64 and not feasible(q, None, "sm_90a")[0]:
+        deepest = _deepest_stages(q, "sm_90a", tuple(s for s in DOMAIN["stages"] if s <= q.get("stages", 2)))
+        if deepest is not None:
+            q["stages"] = deepest
+    return q
 
 
 def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: str = "offline") -> list[dict[str, Any]]:
@@ -244,13 +264,33 @@ def _streaming_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[
     (docs/benchmarks/data/raw_small_m_box_h200_2026-11-26_ccf1019.json;
     raw_m64_streaming_h100_2026-11-26_931faae.json for the splits; raw_m64_one_launch_h200_2026-11-26_931faae.json
     for the unsplit 7-stage tiles and the half-empty 128-row tiles split over clusters)."""
-    m, n, k = shape
-    if m > 64 or k < 1024 or k % 8 or n % 2:
+    ranked = _streaming_ranked(shape, sms)
+    if not ranked:
         return []
-    kb = ceil_div(k, 64)
+    first = ranked[0][1]
+    other = next((p for _, p in ranked if (p["cluster_k"] > 1) != (first["cluster_k"] > 1)), None)
+    return [first] + ([other] if other is not None else [])
+
+
+def streams(shape: tuple[int, int, int]) -> bool:
+    """Where the streaming priors start: M <= 64 from K = 1024 (K a multiple of 8 for TMA's rows, N even)."""
+    m, n, k = shape
+    return m <= 64 and k >= 1024 and k % 8 == 0 and n % 2 == 0
+
+
+def search_domain(shape: tuple[int, int, int]) -> dict[str, tuple]:
+    """The knob values worth a search slot for `shape` (agent.policy.builtin)."""
+    return STREAMING_DOMAIN if streams(shape) else SEARCH_DOMAIN
+
+
+def _streaming_ranked(shape: tuple[int, int, int], sms: int) -> list[tuple[tuple[float, int, int], dict[str, Any]]]:
+    """Every feasible 64-row streaming tile and split, best first (`_streaming_priors` says by what)."""
+    if not streams(shape):
+        return []
+    kb = ceil_div(shape[2], 64)
     ranked: list[tuple[tuple[float, int, int], dict[str, Any]]] = []
     for tn in (32, 64, 128):
-        tiles = ceil_div(n, tn)
+        tiles = ceil_div(shape[1], tn)
         for ck in range(1, 9):
             if ck > 1 and (kb < 4 * ck or tiles > cluster_k_fit(ck, sms)):
                 continue
@@ -259,11 +299,7 @@ def _streaming_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[
             if feasible(p, shape, "sm_90a")[0]:
                 ranked.append(((round(pricing.wave_fill(tiles * ck, sms), 6), -ck, tn), p))
     ranked.sort(key=lambda t: t[0], reverse=True)
-    if not ranked:
-        return []
-    first = ranked[0][1]
-    other = next((p for _, p in ranked if (p["cluster_k"] > 1) != (first["cluster_k"] > 1)), None)
-    return [first] + ([other] if other is not None else [])
+    return ranked
 
 
 def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
@@ -396,6 +432,13 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     # two stages of k64 leave the loads exposed: 256x192 with 2 measured 0.79-0.83 of cuBLASLt all eight times five
     # campaigns proposed it (three big shapes), where its 3-stage twin measured 0.96-1.05
     stages_pen = {2: 1.25, 3: 1.03}.get(p["stages"], 1.0)
+    if tm == 64 and streams(shape):
+        # A streaming CTA has only its ring's bytes in flight: below about 150 KB it streams B slower. In the campaign
+        # named at STREAMING_DOMAIN, rings cut to 84-112 KB read 2-15% below the same tile's 168-224 KB ring on five
+        # shapes of M = 32-64 (64x32 on 64x2048x4096: 1.005 against 1.099 of best NVIDIA); at M = 8-16 cuts to
+        # 60-119 KB read -4% to +2%
+        inflight = p["stages"] * (min(tm, ceil_div(m, 8) * 8) + tn) * 128
+        t_mem *= 1.0 + 0.25 * max(0.0, 1.0 - inflight / STREAM_INFLIGHT_BYTES)
     # bands of tile-rows keep A's panels in L2 while the band's columns pass (as CUTLASS's swizzle does)
     if tiles > sms and 2.0 * m * n * k > POWER_LIMIT_FLOP:
         band_gain = {1: 1.0, 2: 0.98, 4: 0.96, 8: 0.95, 16: 0.95}[p["group"]]

@@ -11,7 +11,8 @@ class Family(Protocol):
     ORDER: int  # the policy visits families in this order (smallest problems first); ties go by NAME
     SHORT: str  # the candidate names' prefix
     DOMAIN: dict[str, tuple]  # every knob's values (a family may add SEARCH_DOMAIN: the values worth a search slot,
-    # and DEFAULTS: the knobs its canonical params leave out)
+    # or a function search_domain(shape) returning them per shape, and DEFAULTS: the knobs its canonical params leave
+    # out)
     # A fresh batch's share per size class (agent.policy.priors.size_class); a class it leaves out gets none. Where
     # `runs_on(arch)` is false its share goes to the family named by ARCH_FALLBACK, if it names one.
     SHARES: dict[str, float]

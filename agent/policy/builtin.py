@@ -151,6 +151,15 @@ def _feasible_space(fam: str, shape: tuple[int, int, int], acc: str, arch: str) 
     return tuple(get(fam).space(shape, acc, arch))
 
 
+def _search_domain(fam: str, shape: tuple[int, int, int]) -> dict[str, tuple]:
+    """The knob values worth a search slot: the family's `search_domain(shape)` where it has one (a regime with knobs
+    of its own), else its SEARCH_DOMAIN, else every value of its DOMAIN."""
+    mod = get(fam)
+    if hasattr(mod, "search_domain"):
+        return mod.search_domain(shape)
+    return getattr(mod, "SEARCH_DOMAIN", mod.DOMAIN)
+
+
 class BuiltinPolicy:
     """Deterministic for a given seed; never proposes a config twice (history included)."""
 
@@ -303,7 +312,7 @@ class BuiltinPolicy:
 
     def _pool(self, fam, shape, acc, arch, obs, seeds, rng, wide=False) -> list[tuple[dict[str, Any], str]]:
         mod = get(fam)
-        search_domain = getattr(mod, "SEARCH_DOMAIN", mod.DOMAIN)  # knob values worth a search slot
+        search_domain = _search_domain(fam, shape)
         pool: list[tuple[dict[str, Any], str]] = []
         for p in priors.priors(fam, shape, acc, arch, self._mode):
             pool.append((p, "prior (paper §5-6: BM~M, BN~N, stages~K, swizzle stride~size)"))
@@ -353,7 +362,7 @@ class BuiltinPolicy:
 
     def _rank(self, fam, pool, shape, arch, obs, fails, seen) -> list[tuple[float, str, dict, str]]:
         # the knobs the search moves: a knob left to sweeps would change every distance's normalisation
-        dom = getattr(get(fam), "SEARCH_DOMAIN", get(fam).DOMAIN)
+        dom = _search_domain(fam, shape)
         measured = obs[fam]
         resid = [(p, ls + math.log(costmodel.estimate_us(fam, p, shape, arch))) for p, ls in measured]
         # knob distances compare every knob, so the neighbours are spelled out once here, not per pool entry
