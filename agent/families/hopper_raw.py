@@ -73,9 +73,9 @@ SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k != "c
                                    "l2_evict_first": ("none", "c", "bc"), "grid": ("full", "even")}
 # Where the streaming priors start (M <= 64 from K = 1024), the search moves through their own knobs. Through
 # SEARCH_DOMAIN, in the campaign of docs/benchmarks/data/tables/fp32_m64_streaming_h200_2026-11-26_ccf1019.md, 5 of 42
-# hopper_raw candidates had 128-row tiles (0.60-0.84 of best NVIDIA), mutations and adapted seeds cut rings to 7
+# hopper_raw candidates had 128-row tiles (0.60-0.84 of cuBLASLt-AutoTuning), mutations and seeds cut rings to 7
 # stages or fewer (estimate_us says what that cost), and none changed the split; the TMA epilogue with C's hint read
-# -0.7% to +1.4% (left out), the alternate K order +0.1% to +0.8% (kept)
+# -0.7% to +1.4% (left out), the alternate K order +0.1% to +0.9% (kept)
 STREAMING_DOMAIN: dict[str, tuple] = {**SEARCH_DOMAIN, "tile_m": (64,), "tile_n": (32, 64, 128),
                                       "stages": DOMAIN["stages"], "cluster_k": DOMAIN["cluster_k"], "group": (1,),
                                       "cluster_m": (1,), "epi": ("direct",), "l2_evict_first": ("none",),
@@ -435,7 +435,7 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     if tm == 64 and streams(shape):
         # A streaming CTA has only its ring's bytes in flight: below about 150 KB it streams B slower. In the campaign
         # named at STREAMING_DOMAIN, rings cut to 84-112 KB read 2-15% below the same tile's 168-224 KB ring on five
-        # shapes of M = 32-64 (64x32 on 64x2048x4096: 1.005 against 1.099 of best NVIDIA); at M = 8-16 cuts to
+        # shapes of M = 32-64 (64x32 on 64x2048x4096: 1.005 against 1.099 of cuBLASLt-AutoTuning); at M = 8-16 cuts to
         # 60-119 KB read -4% to +2%
         inflight = p["stages"] * (min(tm, ceil_div(m, 8) * 8) + tn) * 128
         t_mem *= 1.0 + 0.25 * max(0.0, 1.0 - inflight / STREAM_INFLIGHT_BYTES)
