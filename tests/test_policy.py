@@ -801,6 +801,16 @@ def test_raw_search_stays_with_streaming_tiles_where_m_is_at_most_64(shape):
             assert p["stages"] * (64 + p["tile_n"]) * 128 >= mod.STREAM_INFLIGHT_BYTES, p
 
 
+@pytest.mark.parametrize("shape", [(64, 2048, 4096), (1024, 2048, 64), (8192, 4096, 12288)])
+def test_a_family_without_priors_at_the_accumulator_gets_no_share(shape):
+    """hopper_raw accumulates in fp32 only: in an fp16 campaign it lists no prior, so its share of the batch goes to
+    the families that can start there, not to an empty pool."""
+    assert priors.family_shares(shape, "sm_90a", "fp32")["hopper_raw"] > 0
+    fp16 = priors.family_shares(shape, "sm_90a", "fp16")
+    assert fp16["hopper_raw"] == 0 and sum(fp16.values()) > 0
+    assert all(c.family != "hopper_raw" for c in BuiltinPolicy(0).propose(shape, "fp16", "sm_90a", [], 8))
+
+
 def test_raw_repair_fits_a_widened_streaming_tile():
     mod = get("hopper_raw")
     p = {"tile_m": 64, "tile_n": 64, "stages": 16, "group": 1, "acc": "fp32", "epi": "direct", "cluster_k": 2}

@@ -223,7 +223,7 @@ class BuiltinPolicy:
         self._spilled = spilled
 
         chosen = self._fp32_twins(shape, acc, arch, obs, fails, seen, max(1, n // 3)) if acc == "fp16" else []
-        slots = self._allocate(shape, arch, obs, fails, n - len(chosen))
+        slots = self._allocate(shape, acc, arch, obs, fails, n - len(chosen))
         for fam in names():
             if slots.get(fam, 0) <= 0:
                 continue
@@ -242,7 +242,7 @@ class BuiltinPolicy:
         # a family may have run out of unseen configs: fill from the others, best predicted first
         if len(chosen) < n:
             extra = []
-            shares = priors.family_shares(shape, arch)
+            shares = priors.family_shares(shape, arch, acc)
             for fam in names():
                 if shares.get(fam, 0) <= 0:
                     continue
@@ -287,8 +287,8 @@ class BuiltinPolicy:
             out.append(self._candidate(fam, p, why, score))
         return out
 
-    def _allocate(self, shape, arch, obs, fails, n) -> dict[str, int]:
-        shares = priors.family_shares(shape, arch)
+    def _allocate(self, shape, acc, arch, obs, fails, n) -> dict[str, int]:
+        shares = priors.family_shares(shape, arch, acc)
         best = {f: max((s for _, s in obs[f]), default=None) for f in names()}
         top = max((b for b in best.values() if b is not None), default=None)
         for f in names():

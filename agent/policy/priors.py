@@ -40,17 +40,17 @@ def streams_operands(shape: tuple[int, int, int]) -> bool:
     return k >= 1024 and 2 * (m + n) * k >= STREAMED_OPERAND_BYTES
 
 
-def family_shares(shape: tuple[int, int, int], arch: str) -> dict[str, float]:
+def family_shares(shape: tuple[int, int, int], arch: str, acc: str = "fp32") -> dict[str, float]:
     """Share of a fresh batch per family, before any measurement: each family's share of the shape's size class;
     a family that cannot run on `arch` hands its share to its ARCH_FALLBACK."""
     cls = size_class(shape, arch)
     fams = families()
     shares = {name: float(mod.SHARES.get(cls, 0.0)) for name, mod in fams.items()}
     for name, mod in fams.items():
-        # a family that lists no prior for the shape where it runs knows no place to start there (hopper_raw on a
-        # mid shape that none of its tiles fills): it gets no share and hands none on
+        # a family that lists no prior for the shape and accumulator where it runs knows no place to start there
+        # (hopper_raw on a mid shape that none of its tiles fills, or at fp16): it gets no share and hands none on
         own = next((a for a in ARCHS if mod.runs_on(a)), arch)
-        if shares[name] > 0 and not mod.priors(shape, "fp32", own):
+        if shares[name] > 0 and not mod.priors(shape, acc, own):
             shares[name] = 0.0
     for name, mod in fams.items():
         if not mod.runs_on(arch):
