@@ -117,8 +117,9 @@ SHORT = "ac"
 # theirs). No mma.sync kernel is among the 72 mid-class winners (every mode) of the sm_90a tables under
 # docs/benchmarks/data/tables, and on 14 mid shapes outside every sample the best of theirs in the search read 0.21-0.83
 # of best NVIDIA, never a tournament player (raw_mid_campaign_h200_2026-11-26_56e6505.json,
-# mid_rules_campaign_h200_2026-11-26_4acd906.json): a token share spent two of eight candidates a shape.
-SHARES = {"skinny_long_k": 0.2, "output_bound": 0.3, "launch_bound": 0.5,
+# mid_rules_campaign_h200_2026-11-26_4acd906.json): a token share spent two of eight candidates a shape. M <= 64
+# streamed: none either (hopper_raw's SHARES say why).
+SHARES = {"skinny_streamed": 0.0, "skinny_long_k": 0.2, "output_bound": 0.3, "launch_bound": 0.5,
           "mid_low": 0.0, "mid_high": 0.0, "large": 0.0}
 
 

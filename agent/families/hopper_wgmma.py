@@ -230,7 +230,7 @@ SHORT = "hw"
 # epilogue measured 0.83-0.90 of cuBLASLt there, the mma.sync families 0.73-0.79. On large shapes mma.sync reaches
 # ~60% of wgmma's peak (ampere_cute measured 0.37-0.53 of cuBLASLt on all eight big dev shapes, H200), so the
 # large class is this family's and the hand-written hopper_raw's.
-SHARES = {"skinny_long_k": 0.6, "output_bound": 0.4, "launch_bound": 0.0,
+SHARES = {"skinny_streamed": 0.6, "skinny_long_k": 0.6, "output_bound": 0.4, "launch_bound": 0.0,
           "mid_low": 0.3, "mid_high": 0.5, "large": 0.5}
 # Up to this K a wave-filling tile, 64-row tiles included, leads the batched split-K; beyond it the split leads
 FILL_LEADS_MAX_K = 4096

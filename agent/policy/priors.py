@@ -12,13 +12,15 @@ from typing import Any
 from agent.families import ARCHS, families, get, with_launch_knobs
 from agent.families.pricing import LARGE_FLOP, SMALL_FLOP, flop
 
-SIZE_CLASSES = ("skinny_long_k", "output_bound", "launch_bound", "mid_low", "mid_high", "large")
+SIZE_CLASSES = ("skinny_streamed", "skinny_long_k", "output_bound", "launch_bound", "mid_low", "mid_high", "large")
 
 
 def size_class(shape: tuple[int, int, int], arch: str) -> str:
     m, n, k = shape
     f = flop(shape)
     if arch == "sm_90a" and f < LARGE_FLOP and m * n <= 2 ** 20 and (k >= 2048 or streams_operands(shape)):
+        if m <= 64 and k >= 1024 and k % 8 == 0 and n % 8 == 0:
+            return "skinny_streamed"  # B streamed through every SM by the TMA kernels (hopper_raw's 64-row tiles)
         return "skinny_long_k"  # where wgmma's batched split-K can run
     if f < 2 ** 31:
         return "output_bound" if m * n >= 2 ** 19 else "launch_bound"
@@ -58,6 +60,10 @@ def family_shares(shape: tuple[int, int, int], arch: str, acc: str = "fp32") -> 
             if fallback:
                 shares[fallback] += shares[name]
             shares[name] = 0.0
+    if not any(shares.values()):
+        # no family of the class can start here (a class that leaves families out, at an accumulator its families do
+        # not list priors for): every family that runs here and lists priors gets an even share, so no batch is empty
+        shares = {name: float(mod.runs_on(arch) and bool(mod.priors(shape, acc, arch))) for name, mod in fams.items()}
     return shares
 
 
