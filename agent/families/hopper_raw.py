@@ -253,7 +253,7 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
         return []
     if flop(shape) >= LARGE_FLOP:
         return _listed_priors(shape)
-    return _streaming_priors(shape) if shape[0] <= 64 else _wave_filling_priors(shape)
+    return _streaming_priors(shape) if streams(shape) else _wave_filling_priors(shape)
 
 
 def _streaming_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
@@ -279,9 +279,8 @@ def _streaming_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[
 
 
 def streams(shape: tuple[int, int, int]) -> bool:
-    """Where the streaming priors start: M <= 64 from K = 1024 (K a multiple of 8 for TMA's rows, N even)."""
-    m, n, k = shape
-    return m <= 64 and k >= 1024 and k % 8 == 0 and n % 2 == 0
+    """Where the streaming priors start: where B is streamed (`pricing.streams_b`) and N is even (paired stores)."""
+    return pricing.streams_b(shape) and shape[1] % 2 == 0
 
 
 def search_domain(shape: tuple[int, int, int]) -> dict[str, tuple]:
@@ -290,9 +289,8 @@ def search_domain(shape: tuple[int, int, int]) -> dict[str, tuple]:
 
 
 def _streaming_ranked(shape: tuple[int, int, int], sms: int) -> list[tuple[tuple[float, int, int], dict[str, Any]]]:
-    """Every feasible 64-row streaming tile and split, best first (`_streaming_priors` says by what)."""
-    if not streams(shape):
-        return []
+    """Every feasible 64-row streaming tile and split where the shape `streams`, best first (`_streaming_priors`
+    says by what)."""
     kb = ceil_div(shape[2], 64)
     ranked: list[tuple[tuple[float, int, int], dict[str, Any]]] = []
     for tn in (32, 64, 128):

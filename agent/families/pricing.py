@@ -51,6 +51,13 @@ WGMMA_TILE_EFF = {(128, 256): 1.0, (256, 128): 1.0, (128, 192): 0.95, (128, 128)
 
 
 
+def streams_b(shape: tuple[int, int, int]) -> bool:
+    """M <= 64 from K = 1024, K a multiple of 8 (TMA's 16-byte rows): where B is streamed through every SM (hopper_raw's
+    streaming tiles, and the size class priors.size_class gives them)."""
+    m, _, k = shape
+    return m <= 64 and k >= 1024 and k % 8 == 0
+
+
 def flop(shape: tuple[int, int, int]) -> float:
     m, n, k = shape
     return 2.0 * m * n * k
