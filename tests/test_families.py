@@ -76,6 +76,7 @@ def test_hopper_family_is_sm90a_only_and_others_run_on_sm80():
     ("hopper_raw", RAW_OK, {"tile_m": 64, "tile_n": 192}, "tile_n 64, 128 or 256"),
     ("hopper_raw", RAW_OK, {"tile_m": 64, "tile_n": 128, "stages": 16, "epi": "direct"}, "shared memory"),
     ("hopper_raw", RAW_OK, {"tile_n": 32, "epi": "direct"}, "64-row tiles"),
+    ("hopper_raw", RAW_OK, {"swap_ab": True}, "64-row streaming tiles"),
     ("hopper_wgmma", HOPPER_OK, {"scheduler": "batched"}, "splits >= 2"),
 ])
 def test_infeasible_configs_are_refused_before_any_compile(family, base, change, reason):
@@ -155,6 +156,20 @@ def test_even_grid_keeps_earlier_identities_and_changes_only_the_launch():
                                      "sm_90a")[0]  # 4-CTA clusters: CUTLASS fits fewer than sm_count CTAs
     # 3072 pairs take 47 waves on 66 slots and 66 pairs on 47: nothing to even out
     assert not hopper_wgmma.feasible(dict(HOPPER_OK, grid="even"), (16384, 12288, 8192), "sm_90a")[0]
+
+
+def test_hopper_raw_swap_ab_keeps_earlier_identities_and_swaps_only_when_asked():
+    stream = dict(RAW_OK, tile_m=64, tile_n=128, stages=9, epi="direct")
+    assert hopper_raw.validate(dict(stream, swap_ab=False)) == hopper_raw.validate(stream)
+    assert hopper_raw.render(dict(stream, swap_ab=False)) == hopper_raw.render(stream)
+    assert "A = B_col_major" not in hopper_raw.render(stream)
+    swapped = hopper_raw.render(dict(stream, swap_ab=True))
+    assert "A = B_col_major" in swapped and "static_cast<size_t>(col) * M + row" in swapped
+    # the kernel walks N x M x K: its tiles are those of the transposed shape (8 of 64x128 here, 16 unswapped, more
+    # than the 15 clusters of 8 that run at once)
+    split = dict(stream, cluster_k=8)
+    assert hopper_raw.feasible(dict(split, swap_ab=True), (1024, 64, 8192), "sm_90a") == (True, "")
+    assert "second wave" in hopper_raw.feasible(split, (1024, 64, 8192), "sm_90a")[1]
 
 
 def test_hopper_raw_cluster_k_keeps_earlier_identities_and_is_left_to_sweeps():
@@ -503,6 +518,12 @@ GPU_SAMPLES = [
     ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=32, stages=16, epi="direct", cluster_k=2), (40, 1000, 2000)),
     # M below the tile and not a multiple of 8: A's box takes 16 rows, the rest of the 64 stale; TMA stores
     ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=64, stages=12, pdl=True), (12, 1000, 1000)),
+    # operands swapped for N <= 64 (C^T = B^T A^T, stored transposed): N short of the tile and not a multiple of 8, M
+    # ragged; and the same with K split over a cluster of 3 (16 k-blocks, K ragged)
+    ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=128, stages=9, epi="direct", swap_ab=True, pdl=True),
+     (1000, 42, 2056)),
+    ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=64, stages=14, epi="direct", cluster_k=3, swap_ab=True),
+     (1000, 60, 1000)),
 ]
 
 

@@ -60,14 +60,18 @@ DOMAIN: dict[str, tuple] = {
     # every mode, its stream-K phase as if at two-thirds speed; power-limited shapes gain nothing from idle SMs put
     # to work (docs/benchmarks/data/raw_streamk_h200_2026-11-26_a1259ae.json)
     "grid": ("full", "even", "streamk"),
+    # C^T = B^T A^T: B_col_major is the 64-row operand and A the streamed one, the output stored transposed; for the
+    # 64-row tiles of N <= 64 (streams_swapped), the mirror of M <= 64
+    "swap_ab": (False, True),
     **LAUNCH_DOMAIN,
 }
 # What the policy's mutations move through, narrower than what a sweep may render: in one campaign 29 of 48
 # hopper_raw candidates carried a hint; A's (a, ac) measured 0.946-0.971 on multi-wave shapes there and 0.6-4%
 # slower than no hint in a power-steady sweep, and B alone (b) never differed from B with C (bc). cluster_k,
 # grid=streamk, tile_n=32, 64-row tiles and rings deeper than 7 stages stay with sweeps (DOMAIN says why) and with the
-# priors of M <= 64 (_streaming_priors).
-SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k != "cluster_k"},
+# priors of M <= 64 (_streaming_priors); swap_ab is left out (a search never moves it), so that the knob distances of
+# the shapes it does not serve are those they were measured with.
+SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k not in ("cluster_k", "swap_ab")},
                                    "tile_m": (128, 256), "tile_n": tuple(t for t in DOMAIN["tile_n"] if t > 32),
                                    "stages": tuple(range(2, 8)),
                                    "l2_evict_first": ("none", "c", "bc"), "grid": ("full", "even")}
@@ -81,7 +85,7 @@ STREAMING_DOMAIN: dict[str, tuple] = {**SEARCH_DOMAIN, "tile_m": (64,), "tile_n"
                                       "cluster_m": (1,), "epi": ("direct",), "l2_evict_first": ("none",),
                                       "grid": ("full",)}
 DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "k_order": "forward",
-                            "l2_evict_first": "none", "grid": "full", **LAUNCH_DEFAULTS}
+                            "l2_evict_first": "none", "grid": "full", "swap_ab": False, **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
 MAX_ACC_REGS = 192  # fp32 accumulators per consumer thread; the consumers get 232 registers (setmaxnreg)
 STREAM_INFLIGHT_BYTES = 150 * 1024  # a streaming CTA's ring below this streams slower (estimate_us)
@@ -138,10 +142,18 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         if bad := [f"{x}={p.get(x, DEFAULTS[x])}" for x, want in clash.items() if p.get(x, DEFAULTS[x]) != want]:
             return False, (f"cluster_k={ck} takes one tile per cluster and stores from its reduction: it needs "
                            f"cluster_m=1, epi=direct, k_order=forward and grid=full, not {', '.join(bad)}")
+    if p.get("swap_ab"):
+        clash = {"tile_m": 64, "epi": "direct", "cluster_m": 1, "grid": "full"}
+        if bad := [f"{x}={p.get(x, DEFAULTS.get(x))}" for x, want in clash.items()
+                   if p.get(x, DEFAULTS.get(x)) != want]:
+            return False, (f"swap_ab is for the 64-row streaming tiles, stored from registers: it needs tile_m=64, "
+                           f"epi=direct, cluster_m=1 and grid=full, not {', '.join(bad)}")
     if why := smem_problem(smem_bytes(p), lim):
         return False, why
     if shape is not None:
-        m, n, k = shape
+        if shape[2] % 8 or shape[1] % 2:
+            return False, f"K={shape[2]} must be a multiple of 8 (TMA row stride) and N={shape[1]} even (paired stores)"
+        m, n, k = kernel_shape(p, shape)
         if ck > 1 and ceil_div(k, 64) < 2 * ck:
             return False, f"cluster_k={ck} leaves fewer than two k-blocks of 64 per CTA (K={k})"
         if ck > 1:
@@ -149,8 +161,6 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             if units > (fit := cluster_k_fit(ck, lim.num_sms)):
                 return False, (f"cluster_k={ck} takes one cluster per tile: {units} tiles exceed the {fit} clusters "
                                f"of {ck} CTAs that run at once, and those that do not fit would run as a second wave")
-        if k % 8 or n % 2:
-            return False, f"K={k} must be a multiple of 8 (TMA row stride) and N={n} even (paired stores)"
         if p.get("epi") == "tma" and n % 8:
             return False, f"the TMA epilogue needs N={n} to be a multiple of 8 (16-byte rows of C)"
         if p["tile_n"] > max(128, 2 * n) or p["tile_m"] > max(128, 2 * m):
@@ -165,6 +175,12 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         if p.get("grid") == "even" and (why := uneven_waves(rows // cl * ceil_div(n, p["tile_n"]), cl, lim.num_sms)):
             return False, why
     return True, ""
+
+
+def kernel_shape(p: dict[str, Any], shape: tuple[int, int, int]) -> tuple[int, int, int]:
+    """The M x N x K the kernel walks: N x M x K where it computes C^T (swap_ab)."""
+    m, n, k = shape
+    return (n, m, k) if p.get("swap_ab") else (m, n, k)
 
 
 def render(params: dict[str, Any]) -> str:
@@ -197,9 +213,10 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
     measured. Where the streaming priors start (`streams`), their ranked tiles and splits instead."""
     if acc != "fp32":
         return []
-    if streams(shape):
-        return [validate(dict(p, **launch_knobs(arch)))
-                for _, p in _streaming_ranked(shape, pricing.arch_limits(arch).num_sms)]
+    if streams(shape) or streams_swapped(shape):
+        swap, kshape = _streaming_view(shape)
+        return [validate(dict(p, **launch_knobs(arch), **swap))
+                for _, p in _streaming_ranked(kshape, pricing.arch_limits(arch).num_sms)]
     out = []
     for tm, tn in itertools.product(SEARCH_DOMAIN["tile_m"], (t for t in DOMAIN["tile_n"] if t >= 128)):
         epi = "tma" if tn % 64 == 0 and shape[1] % 8 == 0 else "direct"
@@ -253,7 +270,10 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
         return []
     if flop(shape) >= LARGE_FLOP:
         return _listed_priors(shape)
-    return _streaming_priors(shape) if streams(shape) else _wave_filling_priors(shape)
+    if streams(shape) or streams_swapped(shape):
+        swap, kshape = _streaming_view(shape)
+        return [dict(p, **swap) for p in _streaming_priors(kshape)]
+    return _wave_filling_priors(shape)
 
 
 def _streaming_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
@@ -283,8 +303,22 @@ def streams(shape: tuple[int, int, int]) -> bool:
     return pricing.streams_b(shape) and shape[1] % 2 == 0
 
 
+def streams_swapped(shape: tuple[int, int, int]) -> bool:
+    """The mirror of `streams`: N <= 64, where A is the streamed operand; the kernel computes C^T (swap_ab). M <= 64
+    goes unswapped where both hold."""
+    return not streams(shape) and pricing.streams_a(shape) and shape[1] % 2 == 0
+
+
+def _streaming_view(shape: tuple[int, int, int]) -> tuple[dict[str, Any], tuple[int, int, int]]:
+    """The swap knob and the shape the streaming kernel walks, for a shape that `streams` or `streams_swapped`."""
+    m, n, k = shape
+    return ({"swap_ab": True}, (n, m, k)) if streams_swapped(shape) else ({}, shape)
+
+
 def search_domain(shape: tuple[int, int, int]) -> dict[str, tuple]:
     """The knob values worth a search slot for `shape` (agent.policy.builtin)."""
+    if streams_swapped(shape):
+        return {**STREAMING_DOMAIN, "swap_ab": (True,)}
     return STREAMING_DOMAIN if streams(shape) else SEARCH_DOMAIN
 
 
@@ -410,6 +444,7 @@ def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str
 
 def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> float:
     """hopper_raw: a persistent grid of one CTA per SM over unpadded tiles, in clusters of one or two CTAs."""
+    shape = kernel_shape(p, shape)
     m, n, k = shape
     sms = pricing.arch_limits(arch).num_sms
     tm, tn = p["tile_m"], p["tile_n"]

@@ -58,6 +58,12 @@ def streams_b(shape: tuple[int, int, int]) -> bool:
     return m <= 64 and k >= 1024 and k % 8 == 0
 
 
+def streams_a(shape: tuple[int, int, int]) -> bool:
+    """The mirror of `streams_b`: N <= 64, where A is the operand streamed (hopper_raw swaps the operands there)."""
+    m, n, k = shape
+    return streams_b((n, m, k))
+
+
 def flop(shape: tuple[int, int, int]) -> float:
     m, n, k = shape
     return 2.0 * m * n * k
