@@ -210,7 +210,8 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
     docs/benchmarks/data/sweeps/raw_tma_2026-11-23_1c52652.json), with or without a 2-CTA cluster. The 128x64 tile
     stays out: in the domain for sweeps and one-knob mutations, it won none of the output-bound small-K shapes it was
     written for (0.81-0.87 in graph mode), and the space's exploration samples of the big shapes stay as they were
-    measured. Where the streaming priors start (`streams`), their ranked tiles and splits instead."""
+    measured. Where the streaming priors start (`streams`, or `streams_swapped` with the operands swapped), their
+    ranked tiles and splits instead."""
     if acc != "fp32":
         return []
     if streams(shape) or streams_swapped(shape):
@@ -239,12 +240,13 @@ SHORT = "hr"
 # fewer cycles a call than CUTLASS and cuBLASLt (H200, power-steady). Below it about a slot of a batch, where a
 # 128-row tile fills the SMs (_wave_filling_priors; elsewhere it lists no prior, and so gets no share,
 # priors.family_shares).
-# M <= 64 or N <= 64 streamed (priors.size_class): 0.4 against wgmma's 0.6, the mma.sync families none. On 27 such shapes of
-# four budget-16 campaigns (ccf1019 and 97f3796, H200s and H100s: the nine streaming shapes twice, three dev shapes,
-# six outside every sample) the mma.sync kernels, 2-4 candidates a shape, read 0.32-0.96 of cuBLASLt-AutoTuning where
-# each shape's best read 0.99-1.23 (at best 5.7% below it), while this family's four candidates a shape held the best
-# on 16 of the 27 (docs/benchmarks/big_shapes_and_server.md, "M <= 64"); on nine N <= 64 shapes (H100) the mma.sync
-# first proposals read 0.42-0.96 of best NVIDIA, the swapped streaming tiles 0.88-1.09 back to back ("N <= 64").
+# M <= 64 or N <= 64 streamed (priors.size_class): 0.4 against wgmma's 0.6, the mma.sync families none. On 27 M <= 64
+# shapes of four budget-16 campaigns (ccf1019 and 97f3796, H200s and H100s: the nine streaming shapes twice, three dev
+# shapes, six outside every sample) the mma.sync kernels, 2-4 candidates a shape, read 0.32-0.96 of
+# cuBLASLt-AutoTuning where each shape's best read 0.99-1.23 (at best 5.7% below it), while this family's four
+# candidates a shape held the best on 16 of the 27 (docs/benchmarks/big_shapes_and_server.md, "M <= 64"); on nine
+# N <= 64 shapes (H100) the mma.sync first proposals read 0.42-0.96 of best NVIDIA, the swapped streaming tiles
+# 0.88-1.09 back to back ("N <= 64").
 SHARES = {"large": 0.5, "output_bound": 0.25, "skinny_streamed": 0.4, "skinny_long_k": 0.2, "mid_low": 0.25,
           "mid_high": 0.3}
 ARCH_FALLBACK = "ampere_cute"
