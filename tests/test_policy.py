@@ -779,18 +779,24 @@ def test_raw_streams_b_through_every_sm_where_m_is_at_most_64(shape, tiles):
         assert canonical(normal_params("hopper_raw", ps[0])) in {canonical(c.params) for c in batch}
 
 
+def _raw_search(shape, rounds):
+    """hopper_raw's proposals over `rounds` batches of four in which it reads ahead of every other family."""
+    pol, hist, raw = BuiltinPolicy(0), [], []
+    for _ in range(rounds):
+        for c in pol.propose(shape, "fp32", "sm_90a", hist, 4):
+            hist.append(_record(c, shape, speedup=1.05 if c.family == "hopper_raw" else 0.95))
+            if c.family == "hopper_raw":
+                raw.append(c.params)
+    return raw
+
+
 @pytest.mark.parametrize("shape", [(64, 2048, 4096), (64, 512, 2048), (32, 4096, 4096), (16, 8192, 2048)])
 def test_raw_search_stays_with_streaming_tiles_where_m_is_at_most_64(shape):
     """Where the streaming priors start, hopper_raw's later proposals are 64-row tiles too (128-row ones read 0.60-0.84
     there), the split and the tile width move (a wider tile's ring shrinks to fit), and from M = 32, where a deeper
     ring fits, no proposal holds one as small as those that measured 2-15% slower there (84-112 KB in flight; at
     M = 8-16 such cuts read -4% to +2%)."""
-    pol, hist, raw = BuiltinPolicy(0), [], []
-    for _ in range(4):
-        for c in pol.propose(shape, "fp32", "sm_90a", hist, 4):
-            hist.append(_record(c, shape, speedup=1.05 if c.family == "hopper_raw" else 0.95))
-            if c.family == "hopper_raw":
-                raw.append(c.params)
+    raw = _raw_search(shape, 4)
     prior = priors.priors("hopper_raw", shape, "fp32", "sm_90a")[0]
     assert len(raw) > 2 and all(p["tile_m"] == 64 for p in raw)
     assert {(p["tile_n"], p.get("cluster_k", 1)) for p in raw} != {(prior["tile_n"], prior["cluster_k"])}
@@ -830,12 +836,7 @@ def test_n_up_to_64_streams_a_through_the_swapped_kernel(shape):
     mirror = priors.priors("hopper_raw", (n, m, k), "fp32", "sm_90a")
     assert ps and [dict(p, swap_ab=False) for p in ps] == [dict(p, swap_ab=False) for p in mirror]
     assert all(p["swap_ab"] for p in ps) and not any(p.get("swap_ab") for p in mirror)
-    pol, hist, raw = BuiltinPolicy(0), [], []
-    for _ in range(3):
-        for c in pol.propose(shape, "fp32", "sm_90a", hist, 4):
-            hist.append(_record(c, shape, speedup=1.05 if c.family == "hopper_raw" else 0.95))
-            if c.family == "hopper_raw":
-                raw.append(c.params)
+    raw = _raw_search(shape, 3)
     assert len(raw) > 2 and all(p["tile_m"] == 64 and p.get("swap_ab") for p in raw)
 
 
