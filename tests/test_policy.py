@@ -829,15 +829,33 @@ def test_m_up_to_64_streamed_goes_to_the_tma_families(shape):
 def test_n_up_to_64_streams_a_through_the_swapped_kernel(shape):
     """The mirror of M <= 64: A is streamed, so hopper_raw lists the streaming priors of the transposed shape with the
     operands swapped (on nine such shapes, H100, they led the policy's first wgmma proposal on seven back to back and
-    all nine cold), the class is the streamed one, and the search keeps the swap."""
+    all nine cold), the class is the streamed one, and the search keeps the swap (besides the 128-row tiles where
+    one is listed, below)."""
     m, n, k = shape
     assert priors.size_class(shape, "sm_90a") == "skinny_streamed"
     ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
+    swapped = [p for p in ps if p.get("swap_ab")]
     mirror = priors.priors("hopper_raw", (n, m, k), "fp32", "sm_90a")
-    assert ps and [dict(p, swap_ab=False) for p in ps] == [dict(p, swap_ab=False) for p in mirror]
-    assert all(p["swap_ab"] for p in ps) and not any(p.get("swap_ab") for p in mirror)
+    assert swapped and [dict(p, swap_ab=False) for p in swapped] == [dict(p, swap_ab=False) for p in mirror]
+    assert not any(p.get("swap_ab") for p in mirror)
     raw = _raw_search(shape, 3)
-    assert len(raw) > 2 and all(p["tile_m"] == 64 and p.get("swap_ab") for p in raw)
+    assert len(raw) > 2 and all(p.get("swap_ab") for p in raw if p["tile_m"] == 64)
+    assert all(p["tile_m"] == 128 and p["epi"] == "tma" for p in raw if not p.get("swap_ab"))
+    if ps == swapped:
+        assert all(p.get("swap_ab") for p in raw)
+
+
+@pytest.mark.parametrize("shape,wide", [((16384, 64, 2048), True), ((12288, 64, 8192), True), ((8192, 64, 2048), False),
+                                        ((4096, 32, 4096), False)])
+def test_n_up_to_64_also_lists_the_128x64_tile_where_it_fills_the_sms(shape, wide):
+    """Where 128-row tiles of the whole N fill most of a wave (96-128 tiles of 132), the unswapped 128x64 tile with the
+    TMA epilogue read up to 2.5% above the swapped streaming tiles: it is the second prior there, and nowhere else."""
+    ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
+    assert ps[0]["swap_ab"] and ps[0]["tile_m"] == 64
+    listed = [p for p in ps if not p.get("swap_ab")]
+    assert [(p["tile_m"], p["tile_n"], p["epi"]) for p in listed] == ([(128, 64, "tma")] if wide else [])
+    if wide:
+        assert ps[1] == listed[0] and get("hopper_raw").feasible(ps[1], shape, "sm_90a") == (True, "")
 
 
 def test_a_shape_that_streams_both_ways_is_not_swapped():

@@ -275,8 +275,27 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
         return _listed_priors(shape)
     if streams(shape) or streams_swapped(shape):
         swap, kshape = _streaming_view(shape)
-        return [dict(p, **swap) for p in _streaming_priors(kshape)]
+        out = [dict(p, **swap) for p in _streaming_priors(kshape)]
+        if swap:
+            out[1:1] = _a_streaming_tile(shape)
+        return out
     return _wave_filling_priors(shape)
+
+
+# The share of a wave the 128x64 tile's grid must fill to follow the swapped streaming prior where N <= 64: on five
+# such shapes (H100, docs/benchmarks/data/raw_swapped_streaming_h100_2026-11-26_7832d4b.json and the campaigns of
+# docs/benchmarks/unseen_shapes.md) it read 0.5-2.5% above the best swapped tile back to back and up to 2% cold with
+# 96-128 tiles (73-97% of a wave), even with 112 of 128 rows, and 1-8% below with 64 tiles (half a wave)
+A_TILE_FILL = 0.7
+
+
+def _a_streaming_tile(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
+    """N <= 64: the unswapped 128x64 tile (A streamed down its rows, the TMA epilogue, the deepest ring up to K's
+    blocks) where its grid fills A_TILE_FILL of its waves, else nothing."""
+    m, n, _ = shape
+    if n % 8 or pricing.wave_fill(ceil_div(m, 128), sms) < A_TILE_FILL:
+        return []
+    return _k_ring(128, 64, shape)
 
 
 def _streaming_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
