@@ -282,10 +282,11 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
     return _wave_filling_priors(shape)
 
 
-# The share of a wave the 128x64 tile's grid must fill to follow the swapped streaming prior where N <= 64: on five
-# such shapes (H100, docs/benchmarks/data/raw_swapped_streaming_h100_2026-11-26_7832d4b.json and the campaigns of
-# docs/benchmarks/unseen_shapes.md) it read 0.5-2.5% above the best swapped tile back to back and up to 2% cold with
-# 96-128 tiles (73-97% of a wave), even with 112 of 128 rows, and 1-8% below with 64 tiles (half a wave)
+# The share of a wave the 128x64 tile's grid must fill to follow the swapped streaming prior where N <= 64. Against the
+# best swapped tile (H100, docs/benchmarks/data/raw_swapped_streaming_h100_2026-11-26_7832d4b.json; 16384x64x2048 from
+# the campaigns of docs/benchmarks/unseen_shapes.md), with 96-128 tiles (73-97% of a wave, five shapes) it read 1.1%
+# below to 2.5% above back to back and 0.2-2.8% above cold; with 64 tiles (half a wave, two shapes) 0.6-1.6% below
+# back to back and 4-8% below cold
 A_TILE_FILL = 0.7
 
 
