@@ -8,7 +8,7 @@ from typing import Any
 from . import pricing
 from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, ceil_div, launch_knobs, render_feasible, uneven_waves,
                      validate_with_defaults, validated)
-from .pricing import LARGE_FLOP, POWER_LIMIT_FLOP, SINGLE_CTA_MAX_WAVES, WAVE_FILL, b_streams, flop
+from .pricing import LARGE_FLOP, POWER_LIMIT_FLOP, SINGLE_CTA_MAX_WAVES, WAVE_FILL, b_outgrows_l2, flop
 
 # The batched split-K keeps its fp32 slices in a static workspace of this many floats (32 MiB).
 SLICE_WS_FLOATS = 8 * 1024 * 1024
@@ -354,7 +354,7 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
         slices = [s for s in (2, 4, 8) if tiles * s <= sms and k % (8 * s) == 0 and k // s >= 256]
         if slices:
             q = plain(tile_m=tm, tile_n=tn, schedule=sched, swap_ab=swap, scheduler="batched", splits=slices[-1])
-            if b_streams(shape):
+            if b_outgrows_l2(shape):
                 # Each slice reads its stretch of B once, from DRAM: read as stored (N-major), it took 4% less
                 # time and energy per call than through B_col_major on 256x2048x16384 (one H100,
                 # power-steady, 1.051 against 1.011 of cuBLASLt in all three rounds; in a campaign five of six
@@ -374,7 +374,7 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
         if tiles >= 66 or ceil_div(k, 64) < 16:
             continue
         out.append(plain(tile_m=tm, tile_n=tn, schedule="cooperative", swap_ab=swap))
-    if m <= 64 and b_streams(shape):
+    if m <= 64 and b_outgrows_l2(shape):
         # A few rows against a B larger than the L2 (64x8192x4096: 64 MB each call): a DRAM stream, where a 64x64
         # tile puts a CTA on every SM that reads B in its row-major layout (cuBLASLt's pick there is that tile, NN,
         # Nsight Compute). Against the 128x64 prior above, in one process each: 0.980 / 0.952 in graph
@@ -465,7 +465,7 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     if p["b_operand"] == "row":
         # K slices that each stream their stretch of B from DRAM read it faster as stored: 4% less time and
         # energy per call on 256x2048x16384; elsewhere the N-major B measured ~1% behind
-        eff *= 1.03 if p["scheduler"] == "batched" and b_streams(shape) else 0.99
+        eff *= 1.03 if p["scheduler"] == "batched" and b_outgrows_l2(shape) else 0.99
     if tk == 128:
         eff *= 0.9  # half the stages of tile_k=64 in the same shared memory: measured 10-40% slower on H200
     cl = p["cluster_m"] * p["cluster_n"]

@@ -107,7 +107,7 @@ def mma_sync_time(shape, bm, bn, bk, threads, smem, split, stages, arch, warp_ti
 L2_BYTES = 50 * 2 ** 20  # the H100's L2 (the H200 has 60 MiB): an operand this large mostly streams from DRAM
 
 
-def b_streams(shape: tuple[int, int, int]) -> bool:
+def b_outgrows_l2(shape: tuple[int, int, int]) -> bool:
     """B (K x N halves) does not fit in the L2, so whoever reads it reads DRAM."""
     _, n, k = shape
     return 2 * n * k >= L2_BYTES
