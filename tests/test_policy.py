@@ -801,7 +801,7 @@ def test_raw_search_stays_with_streaming_tiles_where_m_is_at_most_64(shape):
     assert len(raw) > 2 and all(p["tile_m"] == 64 for p in raw)
     assert {(p["tile_n"], p.get("cluster_k", 1)) for p in raw} != {(prior["tile_n"], prior["cluster_k"])}
     mod = get("hopper_raw")
-    a_rows = min(64, math.ceil(shape[0] / 8) * 8)  # A's TMA box: no taller than M
+    a_rows = mod.a_box_rows(shape[0], 64)  # A's TMA box: no taller than M
     for p in raw:
         assert mod.feasible(p, shape, "sm_90a") == (True, "")
         deep = mod._k_deep(dict(p), math.ceil(math.ceil(shape[2] / 64) / p.get("cluster_k", 1)), mod.DOMAIN["stages"])

@@ -183,6 +183,11 @@ def kernel_shape(p: dict[str, Any], shape: tuple[int, int, int]) -> tuple[int, i
     return (n, m, k) if p.get("swap_ab") else (m, n, k)
 
 
+def a_box_rows(m: int, tile_m: int) -> int:
+    """Rows of A that one TMA box loads, as the template's a_box_rows: below the tile, M in whole 8-row swizzle atoms."""
+    return min(tile_m, ceil_div(m, 8) * 8)
+
+
 def render(params: dict[str, Any]) -> str:
     p = validate(params)
     wn = p["tile_n"] // 2 if p["tile_m"] == 64 else p["tile_n"]  # one consumer warpgroup's wgmma N
@@ -499,7 +504,7 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
         # named at STREAMING_DOMAIN, rings cut to 84-112 KB read 2-15% below the same tile's 168-224 KB ring on five
         # shapes of M = 32-64 (64x32 on 64x2048x4096: 1.005 against 1.099 of cuBLASLt-AutoTuning); at M = 8-16 cuts to
         # 60-119 KB read -4% to +2%
-        inflight = p["stages"] * (min(tm, ceil_div(m, 8) * 8) + tn) * 128
+        inflight = p["stages"] * (a_box_rows(m, tm) + tn) * 128
         t_mem *= 1.0 + 0.25 * max(0.0, 1.0 - inflight / STREAM_INFLIGHT_BYTES)
     # bands of tile-rows keep A's panels in L2 while the band's columns pass (as CUTLASS's swizzle does)
     if tiles > sms and 2.0 * m * n * k > POWER_LIMIT_FLOP:
