@@ -130,22 +130,18 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         if p.get("epi") == "tma" and p["tile_n"] not in (64, 128, 256):
             return False, f"a 64-row tile with the TMA epilogue takes tile_n 64, 128 or 256, not {p['tile_n']}"
     if p.get("grid") == "streamk":
-        clash = {"cluster_m": 1, "cluster_k": 1, "k_order": "forward"}
-        if bad := [f"{x}={p.get(x, DEFAULTS[x])}" for x, want in clash.items() if p.get(x, DEFAULTS[x]) != want]:
+        if bad := _clashing(p, {"cluster_m": 1, "cluster_k": 1, "k_order": "forward"}):
             return False, (f"grid=streamk shares tiles between neighbouring CTAs by k-blocks: it needs cluster_m=1, "
                            f"cluster_k=1 and k_order=forward, not {', '.join(bad)}")
     if "c" in p.get("l2_evict_first", "none") and p.get("epi") != "tma":
         return False, "an L2 hint on C needs the TMA epilogue (stores from registers carry none)"
     ck = p.get("cluster_k", 1)
     if ck > 1:
-        clash = {"cluster_m": 1, "epi": "direct", "k_order": "forward", "grid": "full"}
-        if bad := [f"{x}={p.get(x, DEFAULTS[x])}" for x, want in clash.items() if p.get(x, DEFAULTS[x]) != want]:
+        if bad := _clashing(p, {"cluster_m": 1, "epi": "direct", "k_order": "forward", "grid": "full"}):
             return False, (f"cluster_k={ck} takes one tile per cluster and stores from its reduction: it needs "
                            f"cluster_m=1, epi=direct, k_order=forward and grid=full, not {', '.join(bad)}")
     if p.get("swap_ab"):
-        clash = {"tile_m": 64, "epi": "direct", "cluster_m": 1, "grid": "full"}
-        if bad := [f"{x}={p.get(x, DEFAULTS.get(x))}" for x, want in clash.items()
-                   if p.get(x, DEFAULTS.get(x)) != want]:
+        if bad := _clashing(p, {"tile_m": 64, "epi": "direct", "cluster_m": 1, "grid": "full"}):
             return False, (f"swap_ab is for the 64-row streaming tiles, stored from registers: it needs tile_m=64, "
                            f"epi=direct, cluster_m=1 and grid=full, not {', '.join(bad)}")
     if why := smem_problem(smem_bytes(p), lim):
@@ -177,6 +173,11 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
     return True, ""
 
 
+def _clashing(p: dict[str, Any], needs: dict[str, Any]) -> list[str]:
+    """The knobs of `p` (its defaults where left out) that differ from what an option `needs`, as knob=value."""
+    return [f"{x}={p.get(x, DEFAULTS.get(x))}" for x, want in needs.items() if p.get(x, DEFAULTS.get(x)) != want]
+
+
 def kernel_shape(p: dict[str, Any], shape: tuple[int, int, int]) -> tuple[int, int, int]:
     """The M x N x K the kernel walks: N x M x K where it computes C^T (swap_ab)."""
     m, n, k = shape
@@ -184,7 +185,8 @@ def kernel_shape(p: dict[str, Any], shape: tuple[int, int, int]) -> tuple[int, i
 
 
 def a_box_rows(m: int, tile_m: int) -> int:
-    """Rows of A that one TMA box loads, as the template's a_box_rows: below the tile, M in whole 8-row swizzle atoms."""
+    """Rows of A that one TMA box loads, as the template's a_box_rows: below the tile, M in whole 8-row swizzle
+    atoms."""
     return min(tile_m, ceil_div(m, 8) * 8)
 
 
@@ -219,8 +221,8 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
     ranked tiles and splits instead."""
     if acc != "fp32":
         return []
-    if streams(shape) or streams_swapped(shape):
-        swap, kshape = _streaming_view(shape)
+    if view := _streaming_view(shape):
+        swap, kshape = view
         return [validate(dict(p, **launch_knobs(arch), **swap))
                 for _, p in _streaming_ranked(kshape, pricing.arch_limits(arch).num_sms)]
     out = []
@@ -278,8 +280,8 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
         return []
     if flop(shape) >= LARGE_FLOP:
         return _listed_priors(shape)
-    if streams(shape) or streams_swapped(shape):
-        swap, kshape = _streaming_view(shape)
+    if view := _streaming_view(shape):
+        swap, kshape = view
         out = [dict(p, **swap) for p in _streaming_priors(kshape)]
         if swap:
             out[1:1] = _a_streaming_tile(shape)
@@ -337,10 +339,13 @@ def streams_swapped(shape: tuple[int, int, int]) -> bool:
     return not streams(shape) and pricing.streams_a(shape) and shape[1] % 2 == 0
 
 
-def _streaming_view(shape: tuple[int, int, int]) -> tuple[dict[str, Any], tuple[int, int, int]]:
-    """The swap knob and the shape the streaming kernel walks, for a shape that `streams` or `streams_swapped`."""
+def _streaming_view(shape: tuple[int, int, int]) -> tuple[dict[str, Any], tuple[int, int, int]] | None:
+    """The swap knob and the shape the streaming kernel walks where the shape `streams` or `streams_swapped`; None
+    elsewhere."""
     m, n, k = shape
-    return ({"swap_ab": True}, (n, m, k)) if streams_swapped(shape) else ({}, shape)
+    if streams(shape):
+        return {}, shape
+    return ({"swap_ab": True}, (n, m, k)) if streams_swapped(shape) else None
 
 
 def search_domain(shape: tuple[int, int, int]) -> dict[str, tuple]:
