@@ -324,13 +324,17 @@ def _streaming_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[
     if not ranked:
         return []
     first = ranked[0][1]
+    if shape[0] > 64:
+        # two tile-rows (`pricing.streams_ab`): unsplit, eight tiles would stream through eight SMs; the runner-up
+        return [p for _, p in ranked[:2]]
     other = next((p for _, p in ranked if (p["cluster_k"] > 1) != (first["cluster_k"] > 1)), None)
     return [first] + ([other] if other is not None else [])
 
 
 def streams(shape: tuple[int, int, int]) -> bool:
-    """Where the streaming priors start: where B is streamed (`pricing.streams_b`) and N is even (paired stores)."""
-    return pricing.streams_b(shape) and shape[1] % 2 == 0
+    """Where the streaming priors start: where B is streamed (`pricing.streams_b`) or both operands are
+    (`pricing.streams_ab`), and N is even (paired stores)."""
+    return (pricing.streams_b(shape) or pricing.streams_ab(shape)) and shape[1] % 2 == 0
 
 
 def streams_swapped(shape: tuple[int, int, int]) -> bool:
@@ -361,7 +365,7 @@ def _streaming_ranked(shape: tuple[int, int, int], sms: int) -> list[tuple[tuple
     kb = ceil_div(shape[2], 64)
     ranked: list[tuple[tuple[float, int, int], dict[str, Any]]] = []
     for tn in (32, 64, 128):
-        tiles = ceil_div(shape[1], tn)
+        tiles = ceil_div(shape[0], 64) * ceil_div(shape[1], tn)
         for ck in range(1, 9):
             if ck > 1 and (kb < 4 * ck or tiles > cluster_k_fit(ck, sms)):
                 continue

@@ -64,6 +64,14 @@ def streams_a(shape: tuple[int, int, int]) -> bool:
     return streams_b((n, m, k))
 
 
+def streams_ab(shape: tuple[int, int, int]) -> bool:
+    """M <= 128 and 64 < N <= 128 from K = 2048: an output of at most eight 64x32 tiles, each split over a cluster of
+    up to eight CTAs, so that both operands stream through half the SMs (hopper_raw's 64-row tiles, as for
+    `streams_b`; N <= 64 is `streams_a`'s)."""
+    m, n, k = shape
+    return m <= 128 and 64 < n <= 128 and k >= 2048 and k % 8 == 0
+
+
 def flop(shape: tuple[int, int, int]) -> float:
     m, n, k = shape
     return 2.0 * m * n * k

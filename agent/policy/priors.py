@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.families import ARCHS, families, get, with_launch_knobs
-from agent.families.pricing import LARGE_FLOP, SMALL_FLOP, flop, streams_a, streams_b
+from agent.families.pricing import LARGE_FLOP, SMALL_FLOP, flop, streams_a, streams_ab, streams_b
 
 SIZE_CLASSES = ("skinny_streamed", "skinny_long_k", "output_bound", "launch_bound", "mid_low", "mid_high", "large")
 
@@ -19,8 +19,9 @@ def size_class(shape: tuple[int, int, int], arch: str) -> str:
     m, n, k = shape
     f = flop(shape)
     if arch == "sm_90a" and f < LARGE_FLOP and m * n <= 2 ** 20 and (k >= 2048 or streams_operands(shape)):
-        if (streams_b(shape) or streams_a(shape)) and n % 8 == 0:
-            # B (M <= 64) or A (N <= 64) streamed through every SM by the TMA kernels (hopper_raw's 64-row tiles)
+        if (streams_b(shape) or streams_a(shape) or streams_ab(shape)) and n % 8 == 0:
+            # B (M <= 64), A (N <= 64) or both (M, N <= 128) streamed through the SMs by the TMA kernels (hopper_raw's
+            # 64-row tiles)
             return "skinny_streamed"
         return "skinny_long_k"  # where wgmma's batched split-K can run
     if f < 2 ** 31:
