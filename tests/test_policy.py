@@ -858,6 +858,37 @@ def test_n_up_to_64_also_lists_the_128x64_tile_where_it_fills_the_sms(shape, wid
         assert ps[1] == listed[0] and get("hopper_raw").feasible(ps[1], shape, "sm_90a") == (True, "")
 
 
+@pytest.mark.parametrize("shape,tiles", [
+    ((128, 128, 4096), [(32, 8, 8), (32, 7, 10)]),  # eight 64x32 tiles in clusters of 8: 64 CTAs
+    ((104, 128, 6144), [(32, 8, 12), (32, 7, 14)]),
+    ((120, 96, 2048), [(32, 8, 4), (32, 7, 5)]),  # six tiles: 48 CTAs; each CTA's ring no deeper than its k-blocks
+])
+def test_small_outputs_stream_both_operands_through_split_64_row_tiles(shape, tiles):
+    """M <= 128 and 64 < N <= 128 from K = 2048 to 8192: the two splits with the most CTAs (unsplit, eight tiles would
+    stream through eight SMs), the streamed class, and a search that stays with 64-row tiles. On eight such shapes
+    (H100) these tiles led the first wgmma proposals by 8-18% back to back at K <= 8192."""
+    assert pricing.streams_ab(shape) and priors.size_class(shape, "sm_90a") == "skinny_streamed"
+    ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
+    assert [(p["tile_n"], p["cluster_k"], p["stages"]) for p in ps] == tiles
+    assert all(p["tile_m"] == 64 and not p.get("swap_ab") for p in ps)
+    assert all(get("hopper_raw").feasible(p, shape, "sm_90a") == (True, "") for p in ps)
+    assert all(p["tile_m"] == 64 for p in _raw_search(shape, 3))
+
+
+@pytest.mark.parametrize("shape", [(128, 128, 1024), (128, 128, 12288), (128, 136, 4096), (256, 128, 4096),
+                                   (128, 64, 4096), (128, 128, 4100)])
+def test_small_output_streaming_stops_where_it_was_not_ahead(shape):
+    """Past K = 8192 the split tiles led back to back only (and campaigns on two such shapes read 0.4-3% lower with
+    them), below K = 2048 the shape is launch-bound, beyond 128 rows or columns a tile re-reads its operands, and
+    N <= 64 is the swapped kernel's (streams_a), unchanged."""
+    assert not pricing.streams_ab(shape)
+    ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
+    if shape[1] <= 64:
+        assert ps and all(p.get("swap_ab") for p in ps if p["tile_m"] == 64)
+    else:
+        assert not any(p["tile_m"] == 64 and p.get("cluster_k", 1) > 1 for p in ps)
+
+
 def test_a_shape_that_streams_both_ways_is_not_swapped():
     shape = (64, 64, 4096)
     ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")

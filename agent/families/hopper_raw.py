@@ -75,7 +75,8 @@ SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k not i
                                    "tile_m": (128, 256), "tile_n": tuple(t for t in DOMAIN["tile_n"] if t > 32),
                                    "stages": tuple(range(2, 8)),
                                    "l2_evict_first": ("none", "c", "bc"), "grid": ("full", "even")}
-# Where the streaming priors start (M <= 64 from K = 1024), the search moves through their own knobs. Through
+# Where the streaming priors start (M <= 64 from K = 1024, small outputs: `streams`), the search moves through their
+# own knobs. Through
 # SEARCH_DOMAIN, in the campaign of docs/benchmarks/data/tables/fp32_m64_streaming_h200_2026-11-26_ccf1019.md, 5 of 42
 # hopper_raw candidates had 128-row tiles (0.60-0.84 of cuBLASLt-AutoTuning), mutations and seeds cut rings to 7
 # stages or fewer (estimate_us says what that cost), and none changed the split; the TMA epilogue with C's hint read
@@ -253,7 +254,8 @@ SHORT = "hr"
 # cuBLASLt-AutoTuning where each shape's best read 0.99-1.23 (at best 5.7% below it), while this family's four
 # candidates a shape held the best on 16 of the 27 (docs/benchmarks/big_shapes_and_server.md, "M <= 64"); on nine
 # N <= 64 shapes (H100) the mma.sync first proposals read 0.42-0.96 of best NVIDIA, the swapped streaming tiles
-# 0.88-1.09 back to back ("N <= 64").
+# 0.88-1.09 back to back ("N <= 64"); on twelve outputs of 96-256 rows and columns the mma.sync ones 0.28-1.03
+# back to back ("Small outputs").
 SHARES = {"large": 0.5, "output_bound": 0.25, "skinny_streamed": 0.4, "skinny_long_k": 0.2, "mid_low": 0.25,
           "mid_high": 0.3}
 ARCH_FALLBACK = "ampere_cute"
@@ -307,7 +309,8 @@ def _a_streaming_tile(shape: tuple[int, int, int], sms: int = 132) -> list[dict[
 
 
 def _streaming_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
-    """M <= 64 and K >= 1024: all of M in one 64-row tile (A's box no taller than M), B streamed through a ring as deep
+    """Where the shape `streams`, e.g. M <= 64 and K >= 1024: all of M in one 64-row tile (A's box no taller than M), or
+    two for the small outputs of `pricing.streams_ab`, B streamed through a ring as deep
     as shared memory takes (up to 16 stages, no more than a CTA's k-blocks), and the work units (tiles, times the
     CTAs of a cluster that splits K) filling the waves best: a partial last wave idles SMs that could stream. Ties
     go to no split, then to the wider tile (A read less often). The first prior is the best; the second the best of

@@ -68,7 +68,7 @@ def streams_ab(shape: tuple[int, int, int]) -> bool:
     """M <= 128 and 64 < N <= 128 with K = 2048-8192: an output of at most eight 64x32 tiles, each split over a
     cluster of up to eight CTAs, so that both operands stream through half the SMs (hopper_raw's 64-row tiles, as for
     `streams_b`; N <= 64 is `streams_a`'s). Beyond K = 8192 a CTA's eighth of K outlasts CUTLASS's batched split: the
-    split tiles led the wgmma family's first proposals by 8-18% back to back and 4-13% cold at K = 2048-8192, by 5-9%
+    split tiles led the wgmma family's first proposals by 8-18% back to back and 4-15% cold at K = 2048-8192, by 5-9%
     and -5% to 0% at K = 12288-16384 (H100, docs/benchmarks/data/raw_small_output_h100_2026-11-26_8a2250e.json)."""
     m, n, k = shape
     return m <= 128 and 64 < n <= 128 and 2048 <= k <= 8192 and k % 8 == 0
