@@ -524,6 +524,9 @@ GPU_SAMPLES = [
      (1000, 42, 2056)),
     ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=64, stages=14, epi="direct", cluster_k=3, swap_ab=True),
      (1000, 60, 1000)),
+    # a small output (pricing.streams_ab): two tile-rows, the second ragged, N short of its last tile, K split over
+    # clusters of 7 with a partial last k-block
+    ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=32, stages=10, epi="direct", cluster_k=7, pdl=True), (100, 90, 4104)),
 ]
 
 
