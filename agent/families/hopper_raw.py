@@ -75,9 +75,9 @@ SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k not i
                                    "tile_m": (128, 256), "tile_n": tuple(t for t in DOMAIN["tile_n"] if t > 32),
                                    "stages": tuple(range(2, 8)),
                                    "l2_evict_first": ("none", "c", "bc"), "grid": ("full", "even")}
-# Where the streaming priors start (M <= 64 from K = 1024, small outputs: `streams`), the search moves through their
-# own knobs. Through
-# SEARCH_DOMAIN, in the campaign of docs/benchmarks/data/tables/fp32_m64_streaming_h200_2026-11-26_ccf1019.md, 5 of 42
+# Where the streaming priors start (`streams`: M <= 64 from K = 1024, small outputs), the search moves through their
+# own knobs. Through SEARCH_DOMAIN, in the campaign of
+# docs/benchmarks/data/tables/fp32_m64_streaming_h200_2026-11-26_ccf1019.md, 5 of 42
 # hopper_raw candidates had 128-row tiles (0.60-0.84 of cuBLASLt-AutoTuning), mutations and seeds cut rings to 7
 # stages or fewer (estimate_us says what that cost), and none changed the split; the TMA epilogue with C's hint read
 # -0.7% to +1.4% (left out), the alternate K order +0.1% to +0.9% (kept)
@@ -309,12 +309,12 @@ def _a_streaming_tile(shape: tuple[int, int, int], sms: int = 132) -> list[dict[
 
 
 def _streaming_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
-    """Where the shape `streams`, e.g. M <= 64 and K >= 1024: all of M in one 64-row tile (A's box no taller than M), or
-    two for the small outputs of `pricing.streams_ab`, B streamed through a ring as deep
-    as shared memory takes (up to 16 stages, no more than a CTA's k-blocks), and the work units (tiles, times the
-    CTAs of a cluster that splits K) filling the waves best: a partial last wave idles SMs that could stream. Ties
-    go to no split, then to the wider tile (A read less often). The first prior is the best; the second the best of
-    the other kind (split or not).
+    """Where the shape `streams` (M <= 64 from K = 1024): all of M in one 64-row tile (A's box no taller than M), or
+    two for the small outputs of `pricing.streams_ab`, B streamed through a ring as deep as shared memory takes (up
+    to 16 stages, no more than a CTA's k-blocks), and the work units (tiles, times the CTAs of a cluster that splits
+    K) filling the waves best: a partial last wave idles SMs that could stream. Ties go to no split, then to the
+    wider tile (A read less often). The first prior is the best; the second the best of the other kind (split or
+    not), or for two tile-rows the runner-up.
     One CTA's loads in flight bound what it streams: 64x32 with 7 stages read 0.78-0.86 of best NVIDIA on
     64x2048x4096 (H200, every mode), with 16 stages 0.85-1.07 (H100); the split lets the CTAs fill the SMs where the
     tiles are too few. On six shapes of M = 8-64 at K = 4096 (H200, back to back and server) the 64-row tiles read
