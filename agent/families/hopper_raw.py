@@ -357,9 +357,10 @@ def _streaming_view(shape: tuple[int, int, int]) -> tuple[dict[str, Any], tuple[
 
 def search_domain(shape: tuple[int, int, int]) -> dict[str, tuple]:
     """The knob values worth a search slot for `shape` (agent.policy.builtin)."""
-    if streams_swapped(shape):
-        return {**STREAMING_DOMAIN, "swap_ab": (True,)}
-    return STREAMING_DOMAIN if streams(shape) else SEARCH_DOMAIN
+    if (view := _streaming_view(shape)) is None:
+        return SEARCH_DOMAIN
+    swap, _ = view
+    return {**STREAMING_DOMAIN, "swap_ab": (True,)} if swap else STREAMING_DOMAIN
 
 
 def _streaming_ranked(shape: tuple[int, int, int], sms: int) -> list[tuple[tuple[float, int, int], dict[str, Any]]]:
