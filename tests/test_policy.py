@@ -383,6 +383,35 @@ def test_a_mid_shape_starts_with_a_tile_that_fills_the_sms(shape, tile):
         assert get("hopper_wgmma").feasible(p, shape, "sm_90a") == (True, "")
 
 
+@pytest.mark.parametrize("shape,tile", [
+    ((256, 8192, 8192), (128, 128)),  # 64 tiles of 128x256: 0.62 of best NVIDIA, 128x128 0.98 (H200, back to back)
+    ((128, 16384, 16384), (128, 128)),
+    ((4096, 256, 16384), (128, 64)),  # 32 tiles: 0.36, 128x64 0.91 (hopper_raw's 0.95)
+    ((8192, 128, 16384), (128, 64)),  # 64 tiles of the 128x128 base
+    ((1024, 2048, 16384), (128, 128)),
+])
+def test_a_large_shape_under_half_a_wave_starts_with_a_tile_that_fills_the_sms(shape, tile):
+    """From LARGE_FLOP on, where the base tile's grid fills at most half a wave, both TMA families list the tile that
+    fills one first: CUTLASS's persistent cooperative then ping-pong, hopper_raw's with the TMA epilogue."""
+    assert pricing.flop(shape) >= pricing.LARGE_FLOP
+    ps = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")
+    assert [(p["tile_m"], p["tile_n"], p["schedule"], p["scheduler"]) for p in ps[:2]] == [
+        (*tile, "cooperative", "persistent"), (*tile, "pingpong", "persistent")]
+    raw = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
+    assert (raw[0]["tile_m"], raw[0]["tile_n"], raw[0]["epi"]) == (*tile, "tma")
+    for fam, p in [("hopper_wgmma", ps[0]), ("hopper_raw", raw[0])]:
+        assert get(fam).feasible(p, shape, "sm_90a") == (True, "")
+
+
+@pytest.mark.parametrize("shape", [(1024, 4096, 8192), (4096, 1024, 12288), (256, 12288, 8192), (16384, 128, 8192)])
+def test_a_large_shape_that_fills_more_than_half_a_wave_keeps_its_big_tile_first(shape):
+    """128 tiles of 128x256 (one wave, the measured one-wave priors) and 96 (0.73 of a wave, unmeasured) keep the
+    base tile and hopper_raw's 128x256 first."""
+    assert priors.priors("hopper_raw", shape, "fp32", "sm_90a")[0]["tile_n"] == 256
+    first = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[0]
+    assert (first["tile_m"], first["tile_n"]) != (128, 64) and first["tile_m"] * first["tile_n"] >= 128 * 128
+
+
 @pytest.mark.parametrize("shape", [(4096, 4096, 4096), (64, 2048, 4096), (8192, 4096, 16384), (64, 1024, 1024)])
 def test_no_smaller_tile_where_the_base_fills_the_sms_or_none_would(shape):
     base = hopper_wgmma.prior(shape, "fp32")

@@ -457,7 +457,8 @@ def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str
     A one-wave grid whose B is at least twice A streams B (and C) with an L2 evict_first hint, so A stays for the next
     call: 1.2% and 1.1% faster power-steady on 1024x4096x8192 in two sweeps on two machines (clock +15-22
     MHz, cycles unchanged); the hint on A measured nothing on 4096x1024x12288, and on multi-wave shapes it cost
-    0.6-4% (A's panels are shared by CTAs that drift apart), so it goes nowhere else."""
+    0.6-4% (A's panels are shared by CTAs that drift apart), so it goes nowhere else. Where 128x256 fills at most
+    half a wave, `_half_wave_filler`'s tile comes first."""
     m, n, _ = shape
     out = []
     for tm, tn in ((128, 256), (256, 128)):
@@ -470,6 +471,7 @@ def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str
         if tiles <= sms and n >= 2 * m:  # B's bytes (N*K) at least twice A's (M*K)
             p["l2_evict_first"] = "bc"
         out.append(p)
+    out[:0] = _half_wave_filler(shape, sms)
     if n % 192 == 0 and m >= 256:
         wide = {"tile_m": 256, "tile_n": 192, "stages": 3, "acc": "fp32", "epi": "tma",
                 "group": _widest_band(ceil_div(m, 256), _square_band(256, 192, sms))}
@@ -481,6 +483,19 @@ def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str
         else:
             out.append(wide)
     return [pricing.even_grid(sys.modules[__name__], p, shape) for p in out]
+
+
+def _half_wave_filler(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
+    """Where 128x256 tiles fill at most half a wave (a side of 128-256 beside a long one and K), the larger of 128x128
+    and 128x64 whose grid fills WAVE_FILL of the SMs, as `_k_ring` makes it; [] elsewhere. On four such shapes from
+    LARGE_FLOP (H200, back to back, 32-64 tiles of 128x256 at 0.36-0.80 of best NVIDIA) the filling tile read
+    0.92-0.98: 128x128 on 256x8192x8192 and 128x16384x16384, 128x64 on 4096x256x16384 and 8192x128x16384
+    (docs/benchmarks/data/raw_skinny_large_h200_2026-11-26_c5a56ce.json)."""
+    m, n, _ = shape
+    if ceil_div(m, 128) * ceil_div(n, 256) > sms // 2 or n % 8:
+        return []
+    tn = next((t for t in (128, 64) if pricing.wave_fill(ceil_div(m, 128) * ceil_div(n, t), sms) >= WAVE_FILL), None)
+    return _k_ring(128, tn, shape) if tn else []
 
 
 def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> float:

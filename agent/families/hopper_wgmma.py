@@ -322,11 +322,14 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
         out = ([wide_epilogue, pp, coop] if m * n >= 2 ** 23 else [coop, pp]) + [
             plain(tile_m=64, tile_n=128, schedule="pingpong", swap_ab=False)] + out
     filling = []
-    if k > 512 and flop(shape) < LARGE_FLOP and (fill := _wave_filling_tile(shape, base, sms)):
+    # a large shape whose base grid fills at most half a wave (a skinny side of 128-256) idles SMs just the same
+    if k > 512 and (flop(shape) < LARGE_FLOP or tiles <= sms // 2) and (fill := _wave_filling_tile(shape, base, sms)):
         # The base tile leaves SMs idle and stream-K's fixup does not pay for them: on 1024x2048x2048,
         # 2048x1024x4096 and 512x4096x2048 (64 tiles of 128x256, H200, back to back and server) the stream-K base
         # read 0.56-0.69 of best NVIDIA and persistent 128x128 tiles (128 of them) 0.96-0.98 cooperative, 0.94-0.97
-        # ping-pong (docs/benchmarks/data/mid_shapes_h200_2026-11-26_9568339.json)
+        # ping-pong (docs/benchmarks/data/mid_shapes_h200_2026-11-26_9568339.json). From LARGE_FLOP on, with 32-64
+        # tiles of 128x256: 256x8192x8192 0.62 against 0.98 for 128x128, 4096x256x16384 0.36 against 0.91 for
+        # 128x64 (H200, back to back; docs/benchmarks/data/raw_skinny_large_h200_2026-11-26_c5a56ce.json)
         tm, tn, swap = fill
         filling = [plain(tile_m=tm, tile_n=tn, schedule=s, swap_ab=swap)
                    for s in (("cooperative", "pingpong") if tm == 128 else ("pingpong",))]
