@@ -492,7 +492,7 @@ def _half_wave_filler(shape: tuple[int, int, int], sms: int = 132) -> list[dict[
     0.92-0.98: 128x128 on 256x8192x8192 and 128x16384x16384, 128x64 on 4096x256x16384 and 8192x128x16384
     (docs/benchmarks/data/raw_skinny_large_h200_2026-11-26_c5a56ce.json)."""
     m, n, _ = shape
-    if ceil_div(m, 128) * ceil_div(n, 256) > sms // 2 or n % 8:
+    if ceil_div(m, 128) * ceil_div(n, 256) > sms // 2 or n % 8 or m < 128:  # M < 128 would idle half of every tile
         return []
     tn = next((t for t in (128, 64) if pricing.wave_fill(ceil_div(m, 128) * ceil_div(n, t), sms) >= WAVE_FILL), None)
     return _k_ring(128, tn, shape) if tn else []
