@@ -328,8 +328,10 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
         # 2048x1024x4096 and 512x4096x2048 (64 tiles of 128x256, H200, back to back and server) the stream-K base
         # read 0.56-0.69 of best NVIDIA and persistent 128x128 tiles (128 of them) 0.96-0.98 cooperative, 0.94-0.97
         # ping-pong (docs/benchmarks/data/mid_shapes_h200_2026-11-26_9568339.json). From LARGE_FLOP on, with 32-64
-        # tiles of 128x256: 256x8192x8192 0.62 against 0.98 for 128x128, 4096x256x16384 0.36 against 0.91 for
-        # 128x64 (H200, back to back; docs/benchmarks/data/raw_skinny_large_h200_2026-11-26_c5a56ce.json)
+        # tiles of 128x256 (H200, back to back): 512x4096x16384 0.58 against 0.99 for 128x128, and 0.32-0.34
+        # against 0.71-0.95 for 128x64 on three shapes of 32 tiles
+        # (docs/benchmarks/data/raw_half_wave_filler_h200_2026-11-26_e9fcdd6.json; with the operands swapped, which
+        # the prior is not, raw_skinny_large_h200_2026-11-26_c5a56ce.json)
         tm, tn, swap = fill
         filling = [plain(tile_m=tm, tile_n=tn, schedule=s, swap_ab=swap)
                    for s in (("cooperative", "pingpong") if tm == 128 else ("pingpong",))]
