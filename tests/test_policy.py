@@ -402,6 +402,9 @@ def test_a_large_shape_under_half_a_wave_starts_with_a_tile_that_fills_the_sms(s
     assert (raw[0]["tile_m"], raw[0]["tile_n"], raw[0]["epi"]) == (*tile, "tma")
     for fam, p in [("hopper_wgmma", ps[0]), ("hopper_raw", raw[0])]:
         assert get(fam).feasible(p, shape, "sm_90a") == (True, "")
+    # a campaign's first step measures both
+    batch = {(c.family, canonical(c.params)) for c in BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 4)}
+    assert {("hopper_wgmma", canonical(ps[0])), ("hopper_raw", canonical(raw[0]))} <= batch
 
 
 @pytest.mark.parametrize("shape", [(1024, 4096, 8192), (4096, 1024, 12288), (256, 12288, 8192), (16384, 128, 8192)])
