@@ -487,16 +487,16 @@ def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str
 
 def _half_wave_filler(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
     """Where 128x256 tiles fill at most half a wave (a side of 128-256 beside a long one and K), the larger of 128x128
-    and 128x64 whose grid fills WAVE_FILL of the SMs, as `_k_ring` makes it; [] elsewhere. On four such shapes from
+    and 128x64 whose grid fills WAVE_FILL of the SMs: the mid-shape rule's first prior (`_wave_filling_priors`; from
+    LARGE_FLOP such a grid needs K >= 8192, so its 64x64 fallback never applies); [] elsewhere. On four such shapes from
     LARGE_FLOP (H200, back to back, 32-64 tiles of 128x256 at 0.36-0.80 of best NVIDIA) the filling tile read
     0.92-0.98: 128x128 on 256x8192x8192 and 128x16384x16384, 128x64 (stores from registers) on 4096x256x16384 and
     8192x128x16384 (docs/benchmarks/data/raw_skinny_large_h200_2026-11-26_c5a56ce.json); as listed here, 128x64
     read 0.79-0.96 on three more where 128x256 read 0.33-0.34 (raw_half_wave_filler_h200_2026-11-26_e9fcdd6.json)."""
     m, n, _ = shape
-    if ceil_div(m, 128) * ceil_div(n, 256) > sms // 2 or n % 8 or m < 128:  # M < 128 would idle half of every tile
+    if ceil_div(m, 128) * ceil_div(n, 256) > sms // 2:
         return []
-    tn = next((t for t in (128, 64) if pricing.wave_fill(ceil_div(m, 128) * ceil_div(n, t), sms) >= WAVE_FILL), None)
-    return _k_ring(128, tn, shape) if tn else []
+    return _wave_filling_priors(shape, sms)[:1]
 
 
 def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> float:
