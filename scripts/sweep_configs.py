@@ -4,10 +4,16 @@ evaluator (quick profile, every check; offline unless --mode says otherwise) and
 cuBLASLt-AutoTuning-max.
 
     python3 scripts/sweep_configs.py SPEC.json --out DIR [--acc fp32] [--mode graph] [--budget-s 400] [--jobs 16]
+    python3 scripts/sweep_configs.py SPEC.json --out DIR --together --modes back-to-back,server [--rounds 12]
 
 SPEC.json is a list of {"family": ..., "params": {...}, "shape": [M, N, K]}. Results go to DIR/sweep.json, one
 record per entry, as soon as each is measured, so a run cut short keeps what it finished. This is the tool for
 kernel-family work; the built-in policy's search goes through `cudal2 campaign`.
+
+--together times a shape's entries in the same rounds, in each of --modes: the first as the candidate (it passes
+every check), the others as its rivals, each against best NVIDIA (the fastest baseline of those rounds), so that
+configs timed minutes apart on a drifting clock are not compared. A 1-2% difference between two separate
+evaluations is within their spread; in the same rounds it is not.
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from evaluator.contract import MODES  # noqa: E402
+from evaluator.record import BEST_NVIDIA  # noqa: E402
 
 BASELINE = "cublaslt-autotune-max"
 
@@ -36,7 +43,13 @@ def main() -> int:
     ap.add_argument("--mode", choices=MODES, default="offline", help="the evaluator's timing mode")
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting evaluations after this long")
     ap.add_argument("--jobs", type=int, default=None, help="parallel nvcc processes (default: CPU count)")
+    ap.add_argument("--together", action="store_true", help="a shape's entries in the same rounds (see above)")
+    ap.add_argument("--modes", default="back-to-back", help="with --together: comma-separated timing modes")
+    ap.add_argument("--rounds", type=int, default=None, help="with --together: timed rounds (default: the profile's)")
     a = ap.parse_args()
+    modes = a.modes.split(",")
+    if bad := [m for m in modes if m not in MODES]:
+        ap.error(f"unknown mode(s) {', '.join(bad)}; known: {', '.join(MODES)}")
     t0 = time.monotonic()
     entries = json.loads(a.spec.read_text())
     a.out.mkdir(parents=True, exist_ok=True)
@@ -53,6 +66,8 @@ def main() -> int:
     failed = sum(not i.ok for i in infos)
     print(f"{len(jobs)} entries, {len(infos)} distinct sources compiled in {time.monotonic() - t0:.0f} s"
           f" ({failed} failed)", flush=True)
+    if a.together:
+        return _together(jobs, a, modes, t0)
     rows = []
     for e, shape, src, name in jobs:
         if time.monotonic() - t0 > a.budget_s:
@@ -70,6 +85,44 @@ def main() -> int:
         shown = "-" if sp is None else f"{sp:.3f}"
         print(f"{name:28s} {'x'.join(map(str, shape)):17s} {r.status:10s} {shown:>6s} "
               f"kernel {row['kernel_us']} us, autotune {row['autotune_us']} us {r.reason[:100]}", flush=True)
+    print(f"done in {time.monotonic() - t0:.0f} s", flush=True)
+    return 0
+
+
+def _together(jobs, a, modes, t0) -> int:
+    from evaluator.api import evaluate
+
+    by_shape: dict[tuple, list] = {}
+    for j in jobs:
+        by_shape.setdefault(j[1], []).append(j)
+    rows = []
+    for shape, group in by_shape.items():
+        names = [name for _, _, _, name in group]
+        if len(set(names)) < len(names):
+            print(f"{shape}: two entries render the same kernel name; the later ones are left out", flush=True)
+        first = {}
+        for j in group:
+            first.setdefault(j[3], j)
+        (e0, _, src0, name0), rest = group[0], [j for j in first.values() if j is not group[0]]
+        for mode in modes:
+            if time.monotonic() - t0 > a.budget_s:
+                print("time budget spent; stopping", flush=True)
+                return 0
+            r = evaluate(src0, shape, acc=a.acc, mode=mode, profile="quick", arch=a.arch, rounds=a.rounds,
+                         rivals={name: src for _, _, src, name in rest})
+            h2h = r.head_to_head(BEST_NVIDIA) if r.ok else {}
+            refused = r.rivals_refused() if r.ok else {}
+            for e, _, _, name in [group[0]] + rest:
+                fig = h2h.get("candidate" if name == name0 else name)
+                rows.append({"name": name, "family": e["family"], "params": e["params"], "shape": list(shape),
+                             "mode": mode, "status": r.status if name == name0 else ("refused" if name in refused
+                                                                                     else r.status),
+                             "reason": (r.reason if name == name0 else refused.get(name, ""))[:300],
+                             "vs_best_nvidia": fig, "gpu": r.gpu.get("name"), "gpu_uuid": r.gpu.get("gpu_uuid"),
+                             "eval_s": round(r.wall_seconds, 2)})
+                shown = "-" if fig is None else f"{fig:.3f}"
+                print(f"{name:28s} {'x'.join(map(str, shape)):17s} {mode:12s} {shown:>6s}", flush=True)
+            (a.out / "sweep.json").write_text(json.dumps(rows, indent=1))
     print(f"done in {time.monotonic() - t0:.0f} s", flush=True)
     return 0
 

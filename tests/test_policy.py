@@ -407,13 +407,41 @@ def test_a_large_shape_under_half_a_wave_starts_with_a_tile_that_fills_the_sms(s
     assert {("hopper_wgmma", canonical(ps[0])), ("hopper_raw", canonical(raw[0]))} <= batch
 
 
-@pytest.mark.parametrize("shape", [(1024, 4096, 8192), (4096, 1024, 12288), (256, 12288, 8192), (16384, 128, 8192)])
-def test_a_large_shape_that_fills_more_than_half_a_wave_keeps_its_big_tile_first(shape):
-    """128 tiles of 128x256 (one wave, the measured one-wave priors) and 96 (0.73 of a wave, unmeasured) keep the
-    base tile and hopper_raw's 128x256 first."""
+@pytest.mark.parametrize("shape", [(1024, 4096, 8192), (4096, 1024, 12288), (16384, 128, 8192)])
+def test_a_large_shape_that_fills_a_wave_keeps_its_big_tile_first(shape):
+    """128 tiles of 128x256 (one wave, the measured one-wave priors) keep the base tile and hopper_raw's 128x256
+    first."""
     assert priors.priors("hopper_raw", shape, "fp32", "sm_90a")[0]["tile_n"] == 256
     first = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[0]
     assert (first["tile_m"], first["tile_n"]) != (128, 64) and first["tile_m"] * first["tile_n"] >= 128 * 128
+
+
+@pytest.mark.parametrize("shape,tile", [
+    ((12288, 256, 12288), (128, 192, True)),  # 96 tiles of 128x256: 0.998 of best NVIDIA against 0.87 (H200)
+    ((256, 12288, 16384), (128, 192, False)),  # the mirror; 256x192 would make 64 tiles
+    ((384, 8192, 12288), (128, 192, False)),  # 0.974 against 0.80 (the old first: 64 tiles of 256x192, 0.60)
+    ((128, 12288, 12288), (128, 96, False)),  # 0.923 against 0.65 for 128x256
+    ((5120, 512, 12288), (128, 192, False)),  # 80 tiles of 128x256; 3 x 192 pads 512 by 12%: 0.896 against 0.73
+])
+def test_a_large_one_wave_grid_with_idle_sms_starts_with_a_tile_that_fills_them(shape, tile):
+    """From LARGE_FLOP, where the base grid fits in one wave and leaves SMs idle, the wgmma family's first priors are
+    the largest 128-row tile (192 and 96 wide included, either operand order) whose grid, padding counted as idle,
+    fills WAVE_FILL of the SMs; a 256x192 grid of at most half a wave is not listed."""
+    ps = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")
+    assert [(p["tile_m"], p["tile_n"], p["swap_ab"], p["schedule"]) for p in ps[:2]] == [
+        (*tile, "cooperative"), (*tile, "pingpong")]
+    assert get("hopper_wgmma").feasible(ps[0], shape, "sm_90a") == (True, "")
+    assert not any((p["tile_m"], p["tile_n"]) == (256, 192) for p in ps)
+
+
+@pytest.mark.parametrize("shape,first", [
+    ((12288, 128, 12288), (128, 128)),  # a 128x128 base: its 96 tiles read 0.98, the swapped 128x96 0.96-0.98
+    ((256, 8192, 8192), (128, 128)),  # 128x192 would pad 256 to 384: the half-wave filler's 128x128 stays
+    ((12288, 384, 8192), (256, 192)),  # 96 tiles of 256x192 read 0.82, 128x128 0.75: kept
+])
+def test_the_one_wave_tile_leaves_these_first_priors(shape, first):
+    p = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[0]
+    assert (p["tile_m"], p["tile_n"]) == first
 
 
 @pytest.mark.parametrize("shape", [(4096, 4096, 4096), (64, 2048, 4096), (8192, 4096, 16384), (64, 1024, 1024)])

@@ -322,8 +322,8 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
         out = ([wide_epilogue, pp, coop] if m * n >= 2 ** 23 else [coop, pp]) + [
             plain(tile_m=64, tile_n=128, schedule="pingpong", swap_ab=False)] + out
     filling = []
-    # a large shape whose base grid fills at most half a wave (a skinny side of 128-256) idles SMs just the same
-    if k > 512 and (flop(shape) < LARGE_FLOP or tiles <= sms // 2) and (fill := _wave_filling_tile(shape, base, sms)):
+    # a large shape whose base grid fits in one wave (a skinny side of 128-256) idles SMs just the same
+    if k > 512 and (flop(shape) < LARGE_FLOP or tiles <= sms) and (fill := _wave_filling_tile(shape, base, sms)):
         # The base tile leaves SMs idle and stream-K's fixup does not pay for them: on 1024x2048x2048,
         # 2048x1024x4096 and 512x4096x2048 (64 tiles of 128x256, H200, back to back and server) the stream-K base
         # read 0.56-0.69 of best NVIDIA and persistent 128x128 tiles (128 of them) 0.96-0.98 cooperative, 0.94-0.97
@@ -336,7 +336,7 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
         filling = [plain(tile_m=tm, tile_n=tn, schedule=s, swap_ab=swap)
                    for s in (("cooperative", "pingpong") if tm == 128 else ("pingpong",))]
     if flop(shape) >= LARGE_FLOP and base["schedule"] == "cooperative":
-        out = _power_bound_priors(shape, base, ragged, waves=tiles / sms) + out
+        out = _power_bound_priors(shape, base, ragged, waves=tiles / sms, sms=sms) + out
     if base["schedule"] == "cooperative":
         out.append(dict(base, raster="along_n", swizzle=4, scheduler="persistent", splits=1))
         if base["tile_m"] == 128 and base["tile_n"] == 256:
@@ -406,13 +406,27 @@ def _wave_filling_tile(shape: tuple[int, int, int], base: dict[str, Any],
     base fills the SMs or no tile qualifies."""
     m, n, k = shape
 
+    large = flop(shape) >= LARGE_FLOP
+
     def fill(tm: int, tn: int, swap: bool) -> float:
         pm, pn = (n, m) if swap else (m, n)
-        return pricing.wave_fill(ceil_div(pm, tm) * ceil_div(pn, tn), sms)
+        gm, gn = ceil_div(pm, tm), ceil_div(pn, tn)
+        # from LARGE_FLOP the padding counts as idle too, or 128x192 would "fill" a 256 side with 2 tiles (384)
+        useful = pm * pn / (gm * tm * gn * tn) if large else 1.0
+        return pricing.wave_fill(gm * gn, sms) * useful
 
     if fill(base["tile_m"], base["tile_n"], base["swap_ab"]) >= WAVE_FILL:
         return None
-    tiles = [(128, 128, base["swap_ab"]), (128, 64, base["swap_ab"])]
+    b = base["swap_ab"]
+    tiles = [(128, 128, b), (128, 64, b)]
+    if large and base["tile_m"] * base["tile_n"] > 128 * 128:
+        # Sides that no power of two cuts into one wave (96 tiles of 128x256 beside a 12288 side): 128x192 and
+        # 128x96 too, in either operand order. On 12288x256x8192-16384 (H200, every mode) the swapped 128x192 (128
+        # tiles) read 0.98-1.00 of best NVIDIA where the first four proposals read 0.62-0.89; on
+        # 128x12288x12288/16384 128x96 read 0.91-0.93 against 0.61-0.65 for 128x256. Not below a 128x128 base: its
+        # 96 tiles on 12288x128x12288/16384 read 0.98, the swapped 128x96 0.96-0.98
+        # (docs/benchmarks/data/one_wave_tiles_h200_2026-11-26_8f4336c.json).
+        tiles = [(128, 192, b), (128, 192, not b), (128, 128, b), (128, 96, b), (128, 96, not b), (128, 64, b)]
     if k <= FILL_LEADS_MAX_K:  # longer K is the batched split's (skinny long-K winners); unmeasured there
         tiles += [(64, 128, n > m), (64, 64, n > m), (64, 32, n > m)]
     smaller = [t for t in tiles if t[0] * t[1] < base["tile_m"] * base["tile_n"]]
@@ -424,7 +438,7 @@ def _wave_filling_tile(shape: tuple[int, int, int], base: dict[str, Any],
 
 
 def _power_bound_priors(shape: tuple[int, int, int], base: dict[str, Any], ragged: bool,
-                        waves: float) -> list[dict[str, Any]]:
+                        waves: float, sms: int = 132) -> list[dict[str, Any]]:
     """Large GEMMs run at the GPU's power limit, where DRAM traffic costs clock (docs/evaluator.md, power-steady
     timing). On 16384x12288x8192 (H200, power-steady) a 128x256 tile moved 10.5 GB of DRAM with swizzle 2, 7.5 GB
     with swizzle 8 (0.93 -> 0.98 of cuBLASLt), and 256x192, the largest tile whose 192 accumulators per thread fit,
@@ -450,10 +464,19 @@ def _power_bound_priors(shape: tuple[int, int, int], base: dict[str, Any], ragge
     wide = dict(base, tile_m=256, tile_n=192, cluster_m=2, cluster_n=1, raster=raster, swizzle=8,
                 scheduler="persistent", splits=1)
     if n % 192 == 0 and m >= 256:
-        out.insert(0, dict(wide, swap_ab=False))
+        wide = dict(wide, swap_ab=False)
     elif m % 192 == 0 and n % 256 == 0:
         # C^T = B^T A^T puts M on the 192 side (12288x512x12288: 1.02 of cuBLASLt against 0.98 for 128x128)
-        out.insert(0, dict(wide, swap_ab=True, cluster_m=1, raster="along_n" if m >= n else "along_m"))
+        wide = dict(wide, swap_ab=True, cluster_m=1, raster="along_n" if m >= n else "along_m")
+    else:
+        return out
+    pm, pn = (n, m) if wide["swap_ab"] else (m, n)
+    tiles = ceil_div(pm, 256) * ceil_div(pn, 192)
+    # not where its grid fills at most half a wave (64 tiles on 256x12288, 384x8192, 768x4096, 3072x1024): 0.58-0.63
+    # of best NVIDIA on seven such shapes where the one-wave tile (_wave_filling_tile) read 0.97-1.00. At 96 tiles
+    # (12288x384x8192) it led 128x128 by 0.82 to 0.75 (one_wave_tiles_h200_2026-11-26_8f4336c.json).
+    if tiles > sms // 2:
+        out.insert(0, wide)
     return out
 
 
