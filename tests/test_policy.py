@@ -422,9 +422,11 @@ def test_a_large_shape_that_fills_a_wave_keeps_its_big_tile_first(shape):
     ((384, 8192, 12288), (128, 192, False)),  # 0.974 against 0.80 (the old first: 64 tiles of 256x192, 0.60)
     ((128, 12288, 12288), (128, 96, False)),  # 0.923 against 0.65 for 128x256
     ((5120, 512, 12288), (128, 192, False)),  # 80 tiles of 128x256; 3 x 192 pads 512 by 12%: 0.896 against 0.73
+    ((128, 12288, 8192), (128, 96, False)),  # a mid shape (2^34.6): 0.933 against 0.64-0.70
+    ((256, 12288, 2048), (128, 192, False)),  # 2^33.6: 1.022 against 0.85-0.88 for 128x64
 ])
 def test_a_large_one_wave_grid_with_idle_sms_starts_with_a_tile_that_fills_them(shape, tile):
-    """From LARGE_FLOP, where the base grid fits in one wave and leaves SMs idle, the wgmma family's first priors are
+    """From SMALL_FLOP, where the base grid fits in one wave and leaves SMs idle, the wgmma family's first priors are
     the largest 128-row tile (192 and 96 wide included, either operand order) whose grid, padding counted as idle,
     fills WAVE_FILL of the SMs; a 256x192 grid of at most half a wave is not listed."""
     ps = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")
