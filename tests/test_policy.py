@@ -424,11 +424,12 @@ def test_a_large_shape_that_fills_a_wave_keeps_its_big_tile_first(shape):
     ((5120, 512, 12288), (128, 192, False)),  # 80 tiles of 128x256; 3 x 192 pads 512 by 12%: 0.896 against 0.73
     ((128, 12288, 8192), (128, 96, False)),  # a mid shape (2^34.6): 0.933 against 0.64-0.70
     ((256, 12288, 2048), (128, 192, False)),  # 2^33.6: 1.022 against 0.85-0.88 for 128x64
+    ((128, 12288, 1024), (128, 96, False)),  # 2^31.6: 1.132 against 1.022 for 64x64 swapped
 ])
 def test_a_large_one_wave_grid_with_idle_sms_starts_with_a_tile_that_fills_them(shape, tile):
-    """From SMALL_FLOP, where the base grid fits in one wave and leaves SMs idle, the wgmma family's first priors are
-    the largest 128-row tile (192 and 96 wide included, either operand order) whose grid, padding counted as idle,
-    fills WAVE_FILL of the SMs; a 256x192 grid of at most half a wave is not listed."""
+    """From 2^31 FLOP, where the base grid leaves SMs idle (from LARGE_FLOP: within one wave), the wgmma family's first
+    priors are the largest 128-row tile (192 and 96 wide included, either operand order, their padding counted as
+    idle) whose grid fills WAVE_FILL of the SMs; a 256x192 grid of at most half a wave is not listed."""
     ps = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")
     assert [(p["tile_m"], p["tile_n"], p["swap_ab"], p["schedule"]) for p in ps[:2]] == [
         (*tile, "cooperative"), (*tile, "pingpong")]

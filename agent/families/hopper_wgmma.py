@@ -8,7 +8,7 @@ from typing import Any
 from . import pricing
 from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, ceil_div, launch_knobs, render_feasible, uneven_waves,
                      validate_with_defaults, validated)
-from .pricing import LARGE_FLOP, POWER_LIMIT_FLOP, SINGLE_CTA_MAX_WAVES, SMALL_FLOP, WAVE_FILL, b_outgrows_l2, flop
+from .pricing import LARGE_FLOP, POWER_LIMIT_FLOP, SINGLE_CTA_MAX_WAVES, WAVE_FILL, b_outgrows_l2, flop
 
 # The batched split-K keeps its fp32 slices in a static workspace of this many floats (32 MiB).
 SLICE_WS_FLOATS = 8 * 1024 * 1024
@@ -398,7 +398,7 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
 def _wave_filling_tile(shape: tuple[int, int, int], base: dict[str, Any],
                        sms: int) -> tuple[int, int, bool] | None:
     """Where the base tile's grid fills less than WAVE_FILL of its waves, the largest smaller tile that fills at
-    least that, with its swap_ab: 128x128 or 128x64 in the base's operand order (from SMALL_FLOP, below a base larger
+    least that, with its swap_ab: 128x128 or 128x64 in the base's operand order (from 2^31 FLOP, below a base larger
     than 128x128, 128x192 and 128x96 in either order too, padding counted as idle), else (K up to FILL_LEADS_MAX_K)
     64x128, 64x64 or 64x32 with the longer side on wgmma's M. Where none does and K is at most HALF_FILL_MAX_K,
     the one that fills the most, if that is HALF_FILL or more: on 256x1024x1024, 512x512x1024, 128x2048x1024,
@@ -406,27 +406,27 @@ def _wave_filling_tile(shape: tuple[int, int, int], base: dict[str, Any],
     split read 0.75-0.98 (H200); at K=4096 they were even with it (0.99-1.05 against 0.96-1.00). None where the
     base fills the SMs or no tile qualifies."""
     m, n, k = shape
-    wide_set = flop(shape) >= SMALL_FLOP  # 192- and 96-wide tiles, padding counted idle
 
     def fill(tm: int, tn: int, swap: bool) -> float:
         pm, pn = (n, m) if swap else (m, n)
         gm, gn = ceil_div(pm, tm), ceil_div(pn, tn)
-        # or 128x192 would "fill" a 256 side with 2 tiles (384)
-        useful = pm * pn / (gm * tm * gn * tn) if wide_set else 1.0
+        # the 192- and 96-wide tiles count their padding as idle, or 128x192 would "fill" a 256 side with two tiles
+        useful = pm * pn / (gm * tm * gn * tn) if tn in (96, 192) else 1.0
         return pricing.wave_fill(gm * gn, sms) * useful
 
     if fill(base["tile_m"], base["tile_n"], base["swap_ab"]) >= WAVE_FILL:
         return None
     b = base["swap_ab"]
     tiles = [(128, 128, b), (128, 64, b)]
-    if wide_set and base["tile_m"] * base["tile_n"] > 128 * 128:
+    if flop(shape) >= 2 ** 31 and base["tile_m"] * base["tile_n"] > 128 * 128:
         # Sides that no power of two cuts into one wave (96 tiles of 128x256 beside a 12288 side): 128x192 and
         # 128x96 too, in either operand order. On 12288x256x8192-16384 (H200, every mode) the swapped 128x192 (128
         # tiles) read 0.98-1.00 of best NVIDIA where the first four proposals read 0.62-0.89; on
-        # 128x12288x12288/16384 128x96 read 0.91-0.93 against 0.61-0.65 for 128x256. From SMALL_FLOP: on six shapes
-        # of 2^33-2^35 beside a 12288 side they led the old first priors back to back by 0.4-45% (128x12288x8192
-        # 0.93 against 0.64-0.70, 256x12288x2048 1.02 against 0.85-0.88). Not below a 128x128 base: its 96 tiles
-        # on 12288x128x12288/16384 read 0.98, the swapped 128x96 0.96-0.98
+        # 128x12288x12288/16384 128x96 read 0.91-0.93 against 0.61-0.65 for 128x256. From 2^31 FLOP (the mid
+        # classes; no grid shape below has a 12288 side and K > 512): on ten shapes of 2^31.6-2^35 beside a 12288
+        # side they led the old first priors back to back by 0.4-45% (128x12288x8192 0.93 against 0.64-0.70,
+        # 256x12288x2048 1.02 against 0.85-0.88, 128x12288x1024 1.13 against 1.02). Not below a 128x128 base: its
+        # 96 tiles on 12288x128x12288/16384 read 0.98, the swapped 128x96 0.96-0.98
         # (docs/benchmarks/data/one_wave_tiles_h200_2026-11-26_8f4336c.json).
         tiles = [(128, 192, b), (128, 192, not b), (128, 128, b), (128, 96, b), (128, 96, not b), (128, 64, b)]
     if k <= FILL_LEADS_MAX_K:  # longer K is the batched split's (skinny long-K winners); unmeasured there
