@@ -437,6 +437,35 @@ def test_a_large_one_wave_grid_with_idle_sms_starts_with_a_tile_that_fills_them(
     assert not any((p["tile_m"], p["tile_n"]) == (256, 192) for p in ps)
 
 
+@pytest.mark.parametrize("shape,tile", [
+    ((200, 4096, 8192), (128, 128, True)),  # 0.890 of best NVIDIA against 0.586 for the persistent 128x64 (H200)
+    ((112, 4096, 8192), (128, 64, True)),  # 0.963 against 0.582
+    ((4096, 160, 12288), (128, 128, False)),  # 0.641 against 0.322 for 256x128
+    ((224, 4096, 12288), (128, 128, True)),  # 0.979 against 0.685 for the persistent 128x64 that pads 224 to 256
+])
+def test_a_short_side_off_the_128_grid_starts_with_a_split_of_up_to_half_a_wave(shape, tile):
+    """A short side of 65-255 that 128 does not divide pads every 128-row tile: from K = 8192 the wgmma family lists
+    first a batched split of up to half a wave of tiles (not only up to 40), sliced to fill the SMs once."""
+    p = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[0]
+    assert (p["tile_m"], p["tile_n"], p["swap_ab"], p["scheduler"]) == (*tile, "batched")
+    pm, pn = (shape[1], shape[0]) if p["swap_ab"] else shape[:2]
+    tiles = -(-pm // p["tile_m"]) * -(-pn // p["tile_n"])
+    assert 40 < tiles <= 66
+    assert tiles * p["splits"] <= 132 and p["splits"] >= 2
+    assert get("hopper_wgmma").feasible(p, shape, "sm_90a") == (True, "")
+
+
+@pytest.mark.parametrize("shape", [(256, 4096, 8192), (128, 8192, 8192), (256, 2048, 16384)])
+def test_sides_that_128_divides_keep_their_first_priors(shape):
+    """No split beyond 40 tiles where 128 divides the short side: 64 tiles of 128x128 split in two read 0.85-0.96
+    where the 128x64 first priors read 0.91-1.01 (raw_skinny_mid_splits_h200_2026-11-26_91ae26b.json)."""
+    ps = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")
+    for p in ps:
+        if p["scheduler"] == "batched":
+            pm, pn = (shape[1], shape[0]) if p["swap_ab"] else shape[:2]
+            assert -(-pm // p["tile_m"]) * -(-pn // p["tile_n"]) <= 40
+
+
 @pytest.mark.parametrize("shape,first", [
     ((12288, 128, 12288), (128, 128)),  # a 128x128 base: its 96 tiles read 0.98, the swapped 128x96 0.96-0.98
     ((256, 8192, 8192), (128, 128)),  # 128x192 would pad 256 to 384: the half-wave filler's 128x128 stays

@@ -348,12 +348,18 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
     # fixup (2-4 us per doubling of splits) measured 0.55-0.82. Without a split the tile comes after them.
     sliced = []
     skinny = m <= 128 <= n
+    # A short side of 65-255 off the 128 grid (inference batch sizes) pads every 128-row tile, and a split of up to
+    # half a wave of tiles leads: on four such shapes a 2-slice split read 0.85-0.98 of best NVIDIA where the first
+    # persistent proposal read 0.29-0.81 (docs/benchmarks/data/raw_skinny_odd_m_h200_2026-11-26_c5a56ce.json); on
+    # four more the split listed first by this read 0.64-0.96 against 0.32-0.61 for the old first prior, and on
+    # 2048x144x4096 the split listed second 0.90 against 0.28 (odd_short_side_splits_h200_2026-11-26_05cc3c2.json)
+    odd_side = 64 < min(m, n) < 256 and min(m, n) % 128 != 0
     tiles_first = [("pingpong", 64, 64, skinny), ("cooperative", 128, 64, skinny), ("pingpong", 128, 128, m < n)]
     for sched, tm, tn, swap in tiles_first if skinny else tiles_first[::-1]:
         pm, pn = (n, m) if swap else (m, n)
         tiles = ceil_div(pm, tm) * ceil_div(pn, tn)
         # 64x8192x4096 (64 tiles of 128x64): 2 slices 0.83, no split 0.975; 128-wide tiles on a 64-wide output pad
-        if tiles > 40 or k < 1024 or tn > max(64, pn) or (tm == 64 and pn > 64):
+        if tiles > (sms // 2 if odd_side else 40) or k < 1024 or tn > max(64, pn) or (tm == 64 and pn > 64):
             continue
         # as many slices as fill the SMs once, each at least 256 long (64x512x2048: 8 slices 1.00, 4 slices 0.99)
         slices = [s for s in (2, 4, 8) if tiles * s <= sms and k % (8 * s) == 0 and k // s >= 256]
