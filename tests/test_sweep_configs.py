@@ -1,0 +1,74 @@
+"""scripts/sweep_configs.py --together: which kernels share an evaluation's rounds, and the figure each row gets (the
+timing itself needs a GPU; the probes in docs/benchmarks/data/one_wave_tiles_h200_2026-11-26_8f4336c.json ran it on
+H200s). The evaluator is replaced here by one that returns recorded round times, so the grouping is what is tested."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).parent))
+from script_module import REPO, load_script  # noqa: E402
+
+from evaluator import api  # noqa: E402
+from evaluator.record import OK, EvalResult, Timing  # noqa: E402
+
+# microseconds per round: torch is the fastest baseline, so best NVIDIA is torch's 11 us
+ROUNDS = {"cublas-NN": [12.0, 12.0, 12.0], "torch": [11.0, 11.0, 11.0]}
+KERNEL_US = {"a": 10.0, "b": 22.0, "c": 11.0}
+
+
+def _evaluate(calls):
+    def evaluate(source, shape, *, acc, mode, profile, arch, rounds, rivals):
+        calls.append({"source": source, "shape": shape, "mode": mode, "rounds": rounds, "rivals": dict(rivals)})
+        rounds_us = dict(ROUNDS, candidate=[KERNEL_US[source]] * 3)
+        refused = {}
+        for name, src in rivals.items():
+            if src == "c":  # a rival whose output was wrong after a timed batch: no figure
+                refused[name] = "wrong output"
+            else:
+                rounds_us[f"rival:{name}"] = [KERNEL_US[src]] * 3
+        cand = Timing("candidate", KERNEL_US[source], KERNEL_US[source], KERNEL_US[source], 3,
+                      detail={"timing": {"rounds_us": rounds_us, "rivals_refused": refused}})
+        return EvalResult(OK, shape=shape, mode=mode, candidate=cand, gpu={"name": "H200", "gpu_uuid": "GPU-x"})
+    return evaluate
+
+
+def _job(name, shape, src):
+    return ({"family": "small", "params": {"tag": name}}, shape, src, name)
+
+
+def test_a_shapes_entries_share_the_rounds_of_each_mode(tmp_path, monkeypatch):
+    mod, calls = load_script("sweep_configs"), []
+    monkeypatch.setattr(api, "evaluate", _evaluate(calls))
+    s1, s2 = (256, 256, 1024), (512, 512, 1024)
+    jobs = [_job("k_a", s1, "a"), _job("k_b", s1, "b"), _job("k_c", s1, "c"), _job("k_b", s1, "a"),
+            _job("k_b2", s2, "b"), _job("k_a2", s2, "a")]
+    args = SimpleNamespace(out=tmp_path, acc="fp32", arch="sm_90a", rounds=12, budget_s=1e9)
+    assert mod._together(jobs, args, ["back-to-back", "server"], t0=0.0) == 0
+    # one evaluation per shape and mode; the first entry is the candidate, a repeated name is timed once
+    assert [(c["shape"], c["mode"], c["source"], sorted(c["rivals"])) for c in calls] == [
+        (s1, "back-to-back", "a", ["k_b", "k_c"]), (s1, "server", "a", ["k_b", "k_c"]),
+        (s2, "back-to-back", "b", ["k_a2"]), (s2, "server", "b", ["k_a2"])]
+    assert {c["rounds"] for c in calls} == {12}
+    rows = json.loads((tmp_path / "sweep.json").read_text())
+    fig = {(r["name"], r["mode"]): (r["vs_best_nvidia"], r["status"]) for r in rows}
+    # each against best NVIDIA (torch, 11 us) in the same rounds
+    assert fig[("k_a", "server")] == (1.1, OK)
+    assert fig[("k_b", "back-to-back")] == (0.5, OK)
+    assert fig[("k_c", "server")] == (None, "refused")
+    assert fig[("k_b2", "server")] == (0.5, OK) and fig[("k_a2", "server")] == (1.1, OK)
+    assert len(rows) == 10 and {r["gpu_uuid"] for r in rows} == {"GPU-x"}
+
+
+def test_an_unknown_mode_is_refused_before_anything_is_built(tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text("[]")
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "sweep_configs.py"), str(spec), "--out",
+                        str(tmp_path / "o"), "--together", "--modes", "back-to-back,cold"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2
+    assert "unknown mode(s) cold" in p.stderr and "server" in p.stderr
+    assert not (tmp_path / "o").exists()
