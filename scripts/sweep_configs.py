@@ -103,7 +103,7 @@ def _together(jobs, a, modes, t0) -> int:
         first = {}
         for j in group:
             first.setdefault(j[3], j)
-        (e0, _, src0, name0), rest = group[0], [j for j in first.values() if j is not group[0]]
+        (_, _, src0, name0), rest = group[0], [j for j in first.values() if j is not group[0]]
         for mode in modes:
             if time.monotonic() - t0 > a.budget_s:
                 print("time budget spent; stopping", flush=True)

@@ -430,7 +430,7 @@ def _wave_filling_tile(shape: tuple[int, int, int], base: dict[str, Any],
         # tiles) read 0.98-1.00 of best NVIDIA where the first four proposals read 0.62-0.89; on
         # 128x12288x12288/16384 128x96 read 0.91-0.93 against 0.61-0.65 for 128x256. From 2^31 FLOP (the mid
         # classes; no grid shape below has a 12288 side and K > 512): on ten shapes of 2^31.6-2^35 beside a 12288
-        # side they led the old first priors back to back by 0.4-45% (128x12288x8192 0.93 against 0.64-0.70,
+        # side they led the old first priors back to back by 0.8-45% (128x12288x8192 0.93 against 0.64-0.70,
         # 256x12288x2048 1.02 against 0.85-0.88, 128x12288x1024 1.13 against 1.02). Not below a 128x128 base: its
         # 96 tiles on 12288x128x12288/16384 read 0.98, the swapped 128x96 0.96-0.98
         # (docs/benchmarks/data/one_wave_tiles_h200_2026-11-26_8f4336c.json).
