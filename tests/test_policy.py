@@ -466,6 +466,15 @@ def test_sides_that_128_divides_keep_their_first_priors(shape):
             assert -(-pm // p["tile_m"]) * -(-pn // p["tile_n"]) <= 40
 
 
+@pytest.mark.parametrize("shape", [(64, 16384, 16384), (16384, 64, 16384), (1024, 4096, 8192)])
+def test_the_one_wave_prior_is_feasible_on_a_narrow_base(shape):
+    """The one-wave power-bound prior sets epi_n=128 only where it divides the base tile (a 128x64 base beside a side of
+    64 listed an infeasible prior); on 128x256 bases it keeps it."""
+    ps = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")
+    assert all(get("hopper_wgmma").feasible(p, shape, "sm_90a") == (True, "") for p in ps[:4])
+    assert (ps[0].get("epi_n") == 128) == (shape == (1024, 4096, 8192))
+
+
 @pytest.mark.parametrize("shape,first", [
     ((12288, 128, 12288), (128, 128)),  # a 128x128 base: its 96 tiles read 0.98, the swapped 128x96 0.96-0.98
     ((256, 8192, 8192), (128, 128)),  # 128x192 would pad 256 to 384: the half-wave filler's 128x128 stays

@@ -467,8 +467,10 @@ def _power_bound_priors(shape: tuple[int, int, int], base: dict[str, Any], ragge
         # One wave (1024x4096x8192, 4096x1024x12288: 128 tiles): no later wave reuses what a cluster multicasts, and
         # every epilogue runs at once, unhidden. Power-steady on the H200, 1024x4096x8192: one CTA per cluster
         # 0.1067 ms against 0.1078 for 2x1 (the SM clock +1%), epi_n=128 0.1075; cuBLASLt 0.1060.
-        out.insert(0, dict(base, cluster_m=1, cluster_n=1, b_operand="row", epi_n=128, raster=raster, swizzle=4,
-                           scheduler="persistent", splits=1))
+        # (epi_n=128 only where it divides the tile: a 128x64 base beside a side of 64 took an infeasible prior)
+        epi = {"epi_n": 128} if base["tile_n"] % 128 == 0 else {}
+        out.insert(0, dict(base, cluster_m=1, cluster_n=1, b_operand="row", raster=raster, swizzle=4,
+                           scheduler="persistent", splits=1, **epi))
     wide = dict(base, tile_m=256, tile_n=192, cluster_m=2, cluster_n=1, raster=raster, swizzle=8,
                 scheduler="persistent", splits=1)
     if n % 192 == 0 and m >= 256:
