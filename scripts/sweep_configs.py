@@ -13,11 +13,15 @@ kernel-family work; the built-in policy's search goes through `cudal2 campaign`.
 --together times a shape's entries in the same rounds, in each of --modes: the first as the candidate (it passes
 every check), the others as its rivals, each against best NVIDIA (the fastest baseline of those rounds), so that
 configs timed minutes apart on a drifting clock are not compared. A 1-2% difference between two separate
-evaluations is within their spread; in the same rounds it is not.
+evaluations is within their spread; in the same rounds it is not. An entry's optional "role" (what it stands for:
+"the policy's first prior", "probe tile") is kept in its rows, and DIR/probe.json holds the rows in the form of
+docs/benchmarks/data's probe files (what, device, date, commit, results; --what and --commit fill the first and
+the last, since the GPU machine's copy of the tree has no git history).
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import sys
 import time
@@ -46,6 +50,8 @@ def main() -> int:
     ap.add_argument("--together", action="store_true", help="a shape's entries in the same rounds (see above)")
     ap.add_argument("--modes", default="back-to-back", help="with --together: comma-separated timing modes")
     ap.add_argument("--rounds", type=int, default=None, help="with --together: timed rounds (default: the profile's)")
+    ap.add_argument("--what", default="", help="with --together: what the probe measures, for DIR/probe.json")
+    ap.add_argument("--commit", default="", help="with --together: the code's commit, for DIR/probe.json")
     a = ap.parse_args()
     modes = a.modes.split(",")
     if bad := [m for m in modes if m not in MODES]:
@@ -114,17 +120,25 @@ def _together(jobs, a, modes, t0) -> int:
             refused = r.rivals_refused() if r.ok else {}
             for e, _, _, name in [group[0]] + rest:
                 fig = h2h.get("candidate" if name == name0 else name)
+                status = "refused" if name != name0 and name in refused else r.status
                 rows.append({"name": name, "family": e["family"], "params": e["params"], "shape": list(shape),
-                             "mode": mode, "status": r.status if name == name0 else ("refused" if name in refused
-                                                                                     else r.status),
+                             "role": e.get("role"), "mode": mode, "status": status,
                              "reason": (r.reason if name == name0 else refused.get(name, ""))[:300],
                              "vs_best_nvidia": fig, "gpu": r.gpu.get("name"), "gpu_uuid": r.gpu.get("gpu_uuid"),
                              "eval_s": round(r.wall_seconds, 2)})
                 shown = "-" if fig is None else f"{fig:.3f}"
                 print(f"{name:28s} {'x'.join(map(str, shape)):17s} {mode:12s} {shown:>6s}", flush=True)
             (a.out / "sweep.json").write_text(json.dumps(rows, indent=1))
+            (a.out / "probe.json").write_text(json.dumps(_probe_record(rows, a), indent=1))
     print(f"done in {time.monotonic() - t0:.0f} s", flush=True)
     return 0
+
+
+def _probe_record(rows: list[dict], a) -> dict:
+    gpus = sorted({(r["gpu"], r["gpu_uuid"]) for r in rows if r["gpu"]})
+    device = "; ".join(f"{name} ({uuid})" for name, uuid in gpus)
+    return {"what": a.what, "device": device, "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
+            "commit": a.commit, "results": rows}
 
 
 if __name__ == "__main__":

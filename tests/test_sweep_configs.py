@@ -37,7 +37,7 @@ def _evaluate(calls):
 
 
 def _job(name, shape, src):
-    return ({"family": "small", "params": {"tag": name}}, shape, src, name)
+    return ({"family": "small", "params": {"tag": name}, "role": f"role of {name}"}, shape, src, name)
 
 
 def test_a_shapes_entries_share_the_rounds_of_each_mode(tmp_path, monkeypatch):
@@ -46,7 +46,8 @@ def test_a_shapes_entries_share_the_rounds_of_each_mode(tmp_path, monkeypatch):
     s1, s2 = (256, 256, 1024), (512, 512, 1024)
     jobs = [_job("k_a", s1, "a"), _job("k_b", s1, "b"), _job("k_c", s1, "c"), _job("k_b", s1, "a"),
             _job("k_b2", s2, "b"), _job("k_a2", s2, "a")]
-    args = SimpleNamespace(out=tmp_path, acc="fp32", arch="sm_90a", rounds=12, budget_s=1e9)
+    args = SimpleNamespace(out=tmp_path, acc="fp32", arch="sm_90a", rounds=12, budget_s=1e9, what="a probe",
+                           commit="abc1234")
     assert mod._together(jobs, args, ["back-to-back", "server"], t0=0.0) == 0
     # one evaluation per shape and mode; the first entry is the candidate, a repeated name is timed once
     assert [(c["shape"], c["mode"], c["source"], sorted(c["rivals"])) for c in calls] == [
@@ -61,6 +62,11 @@ def test_a_shapes_entries_share_the_rounds_of_each_mode(tmp_path, monkeypatch):
     assert fig[("k_c", "server")] == (None, "refused")
     assert fig[("k_b2", "server")] == (0.5, OK) and fig[("k_a2", "server")] == (1.1, OK)
     assert len(rows) == 10 and {r["gpu_uuid"] for r in rows} == {"GPU-x"}
+    assert {r["name"]: r["role"] for r in rows}["k_c"] == "role of k_c"
+    probe = json.loads((tmp_path / "probe.json").read_text())
+    assert (probe["what"], probe["device"], probe["commit"], probe["results"]) == ("a probe", "H200 (GPU-x)", "abc1234",
+                                                                                    rows)
+    assert len(probe["date"]) == 10
 
 
 def test_an_unknown_mode_is_refused_before_anything_is_built(tmp_path):
