@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Which shapes does a change of the built-in policy's priors touch? (no GPU needed)
+
+    python3 scripts/prior_diff.py REV [--families hopper_wgmma,hopper_raw] [--random 3000] [--first 2]
+
+Lists every family's priors (agent.policy.priors, sm_90a, fp32, offline) over the CUDA-L2 grid (each side one of
+64 ... 16384) and over --random shapes drawn off the grid (a fixed seed), once with the code of git revision REV
+and once with this working tree, and prints the shapes whose first --first priors differ, with both lists. The
+counts a design note quotes ("22 of the 1,000 grid shapes change") come from here; a rule meant to touch shapes
+outside both samples should show none of docs/benchmarks/dev_sample.txt or heldout_sample.txt (marked "sample").
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+GRID = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 12288, 16384)
+
+DUMP = """
+import json, random, sys
+from agent.policy import priors
+fams, n_random, seed = sys.argv[1].split(","), int(sys.argv[2]), int(sys.argv[3])
+grid = [(m, n, k) for m in {grid} for n in {grid} for k in {grid}]
+rng = random.Random(seed)
+side = lambda: rng.choice([8 * rng.randint(1, 40), 64 * rng.randint(1, 64), 128 * rng.randint(1, 128)])
+off = sorted({{(side(), side(), 64 * rng.randint(1, 256)) for _ in range(n_random)}} - set(grid))
+out = [[list(s), {{f: priors.priors(f, s, "fp32", "sm_90a") for f in fams}}] for s in grid + off]
+json.dump(out, sys.stdout)
+"""
+
+
+def dump(tree: Path, families: list[str], n_random: int, seed: int) -> dict[tuple, dict]:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    code = DUMP.format(grid=list(GRID))
+    p = subprocess.run([sys.executable, "-c", code, ",".join(families), str(n_random), str(seed)], cwd=tree,
+                       env=env, capture_output=True, text=True, check=False)
+    if p.returncode:
+        raise SystemExit(f"listing the priors at {tree} failed:\n{p.stderr[-2000:]}")
+    return {tuple(s): d for s, d in json.loads(p.stdout)}
+
+
+def short(p: dict) -> str:
+    """A prior in a few characters: its tile, the operands swapped (s), schedule and split where it has them."""
+    tile = f"{p.get('tile_m', p.get('bm'))}x{p.get('tile_n', p.get('bn'))}"
+    bits = [tile + ("s" if p.get("swap_ab") else "")]
+    for key in ("schedule", "scheduler", "epi"):
+        if p.get(key):
+            bits.append(str(p[key])[:4])
+    splits = p.get("splits", p.get("split_k", p.get("cluster_k", 1)))
+    return "/".join(bits) + (f"/k{splits}" if splits and splits > 1 else "")
+
+
+def samples() -> set[tuple]:
+    out = set()
+    for name in ("dev_sample.txt", "heldout_sample.txt"):
+        for line in (REPO / "docs" / "benchmarks" / name).read_text().splitlines():
+            parts = line.split("#")[0].split()
+            if len(parts) == 3:
+                out.add(tuple(int(x) for x in parts))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("rev", help="the git revision to compare this working tree with")
+    ap.add_argument("--families", default="hopper_wgmma,hopper_raw,ampere_cute,small")
+    ap.add_argument("--random", type=int, default=3000, help="off-grid shapes drawn (before removing duplicates)")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--first", type=int, default=2, help="how many leading priors of each family to compare")
+    ap.add_argument("--show", type=int, default=40, help="changed shapes printed at most")
+    a = ap.parse_args(argv)
+    families = a.families.split(",")
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "archive", a.rev], cwd=REPO, capture_output=True, check=False)
+        if archive.returncode:
+            raise SystemExit(f"git archive {a.rev} failed: {archive.stderr.decode()[-500:]}")
+        subprocess.run(["tar", "x", "-C", tmp], input=archive.stdout, check=True)
+        old = dump(Path(tmp), families, a.random, a.seed)
+    new = dump(REPO, families, a.random, a.seed)
+    grid = {s for s in new if all(x in GRID for x in s)}
+    held = samples()
+    changed = [s for s in new if any(old.get(s, {}).get(f, [])[: a.first] != new[s].get(f, [])[: a.first]
+                                     for f in families)]
+    on_grid = [s for s in changed if s in grid]
+    print(f"{a.rev} -> working tree, first {a.first} priors of {', '.join(families)}: {len(on_grid)} of "
+          f"{len(grid)} grid shapes and {len(changed) - len(on_grid)} of {len(new) - len(grid)} off-grid shapes "
+          f"change; {len([s for s in changed if s in held])} of them in a sample")
+    for s in sorted(changed, key=lambda s: (s not in grid, s))[: a.show]:
+        for f in families:
+            was, now = old.get(s, {}).get(f, [])[: a.first], new[s].get(f, [])[: a.first]
+            if was != now:
+                tag = " sample" if s in held else "" if s in grid else " off-grid"
+                print(f"  {'x'.join(map(str, s))}{tag} {f}: {[short(p) for p in was]} -> {[short(p) for p in now]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
