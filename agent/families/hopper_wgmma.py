@@ -85,6 +85,13 @@ def cta_grid(p: dict[str, Any], shape: tuple[int, int, int]) -> tuple[int, int, 
     return ceil_div(gm, s * cm) * s * cm, ceil_div(gn, s * cn) * s * cn, s
 
 
+def _tiles(shape: tuple[int, int, int], tm: int, tn: int, swap: bool) -> int:
+    """Output tiles of tm x tn over the shape, in the operand order swap_ab gives (C^T: N on wgmma's M)."""
+    m, n, _ = shape
+    pm, pn = (n, m) if swap else (m, n)
+    return ceil_div(pm, tm) * ceil_div(pn, tn)
+
+
 def fit_swizzle(p: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, Any]:
     """`p` with the widest swizzle up to its own that CUTLASS applies as asked and that adds no tiles to the grid."""
     for s in sorted((s for s in DOMAIN["swizzle"] if s <= p["swizzle"]), reverse=True):
@@ -298,8 +305,7 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
                 "swizzle": 1, **kw}
 
     out = [base]
-    pm, pn = (n, m) if base["swap_ab"] else (m, n)
-    tiles = ceil_div(pm, base["tile_m"]) * ceil_div(pn, base["tile_n"])
+    tiles = _tiles(shape, base["tile_m"], base["tile_n"], base["swap_ab"])
     ragged = tiles > sms and pricing.wave_fill(tiles, sms) < WAVE_FILL
     if ragged:
         # The last wave of the big tile is mostly empty (12288x512x12288: 192 tiles of 128x256 = 1.45 waves); 128x128
@@ -380,8 +386,7 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
     # (docs/benchmarks/data/small_tiles_h200_2026-11-26_c1976b1.json).
     out = (filling + sliced if k <= FILL_LEADS_MAX_K else sliced + filling) + out
     for swap, tm, tn in ((base["swap_ab"], 128, 128), (m <= 128 <= n, 128, 64)):
-        pm, pn = (n, m) if swap else (m, n)
-        tiles = ceil_div(pm, tm) * ceil_div(pn, tn)
+        tiles = _tiles(shape, tm, tn, swap)
         if tiles >= 66 or ceil_div(k, 64) < 16:
             continue
         out.append(plain(tile_m=tm, tile_n=tn, schedule="cooperative", swap_ab=swap))
@@ -480,8 +485,7 @@ def _power_bound_priors(shape: tuple[int, int, int], base: dict[str, Any], ragge
         wide = dict(wide, swap_ab=True, cluster_m=1, raster="along_n" if m >= n else "along_m")
     else:
         return out
-    pm, pn = (n, m) if wide["swap_ab"] else (m, n)
-    tiles = ceil_div(pm, 256) * ceil_div(pn, 192)
+    tiles = _tiles(shape, 256, 192, wide["swap_ab"])
     # not where its grid fills at most half a wave (64 tiles on 256x12288, 384x8192, 768x4096, 3072x1024): 0.58-0.63
     # of best NVIDIA on seven such shapes where the one-wave tile (_wave_filling_tile) read 0.97-1.00. At 96 tiles
     # (12288x384x8192) it led 128x128 by 0.82 to 0.75 (one_wave_tiles_h200_2026-11-26_8f4336c.json).
