@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 GRID = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 12288, 16384)
 
 DUMP = """
@@ -57,13 +58,10 @@ def short(p: dict) -> str:
 
 
 def samples() -> set[tuple]:
-    out = set()
-    for name in ("dev_sample.txt", "heldout_sample.txt"):
-        for line in (REPO / "docs" / "benchmarks" / name).read_text().splitlines():
-            parts = line.split("#")[0].split()
-            if len(parts) == 3:
-                out.add(tuple(int(x) for x in parts))
-    return out
+    from agent.shapes import load_shapes
+
+    return {s for name in ("dev_sample.txt", "heldout_sample.txt")
+            for s in load_shapes(REPO / "docs" / "benchmarks" / name)}
 
 
 def main(argv: list[str] | None = None) -> int:

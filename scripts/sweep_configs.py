@@ -103,12 +103,11 @@ def _together(jobs, a, modes, t0) -> int:
         by_shape.setdefault(j[1], []).append(j)
     rows = []
     for shape, group in by_shape.items():
-        names = [name for _, _, _, name in group]
-        if len(set(names)) < len(names):
-            print(f"{shape}: two entries render the same kernel name; the later ones are left out", flush=True)
         first = {}
         for j in group:
             first.setdefault(j[3], j)
+        if len(first) < len(group):
+            print(f"{shape}: two entries render the same kernel name; the later ones are left out", flush=True)
         (_, _, src0, name0), rest = group[0], [j for j in first.values() if j is not group[0]]
         for mode in modes:
             if time.monotonic() - t0 > a.budget_s:
