@@ -1,12 +1,15 @@
 """The built-in policy: deterministic per seed, never repeats a config, uses history and seeds, refuses bad input."""
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 
 import pytest
 
-from agent.families import ampere_cute, canonical, full_params, get, hopper_wgmma, normal_params, pricing
+from agent.families import (ampere_cute, canonical, full_params, get, hopper_wgmma, normal_params, pricing,
+                            with_launch_knobs)
+from agent.families import names as family_names
 from agent.policy import BuiltinPolicy, Candidate
 from agent.policy import costmodel, priors
 
@@ -1050,3 +1053,31 @@ def test_mid_class_first_batch_is_mostly_tma_kernels(shape):
     batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 4)
     fams = sorted(c.family for c in batch)
     assert fams == ["hopper_raw", "hopper_raw", "hopper_wgmma", "hopper_wgmma"]
+
+
+GRID_SIDES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 12288, 16384)
+
+
+def test_every_listed_prior_on_the_grid_is_feasible_for_its_family():
+    """The policy's pool drops an infeasible prior silently, so the family would start from its next prior instead
+    of the one listed for it (small's split-K variants copied the cluster prior's cluster_k; ampere_cute's eight-warp
+    64x32 and 160-row tiles did not tile the cp.async layout at bk=32; hopper_raw listed 256-row tiles beside a side
+    of 64 from 2^35 FLOP). Normalised as the policy's pool does."""
+    bad = {}
+    for fam in family_names():
+        mod = get(fam)
+        for shape in itertools.product(GRID_SIDES, repeat=3):
+            for i, p in enumerate(priors.priors(fam, shape, "fp32", "sm_90a")):
+                ok, why = mod.feasible(normal_params(fam, with_launch_knobs(fam, p, "sm_90a")), shape, "sm_90a")
+                if not ok:
+                    bad.setdefault((fam, shape), []).append(f"prior {i}: {why}")
+    assert not bad, dict(list(bad.items())[:10])
+
+
+@pytest.mark.parametrize("shape", [(64, 16384, 16384), (16384, 64, 16384)])
+def test_a_side_of_64_streams_from_2p35_flop(shape):
+    """hopper_raw's streaming tiles come before its big-shape list: 128x256 read 0.80 of best NVIDIA on
+    64x16384x16384, the 64-row streaming tile 0.97 (H200 probe)."""
+    first = priors.priors("hopper_raw", shape, "fp32", "sm_90a")[0]
+    assert pricing.flop(shape) >= pricing.LARGE_FLOP
+    assert first["tile_m"] == 64 and first.get("swap_ab", False) == (shape[1] == 64)

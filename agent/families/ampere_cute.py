@@ -140,12 +140,16 @@ def prior(shape: tuple[int, int, int], acc: str, sms: int = 132) -> dict[str, An
     bm = pricing.pick((32, 64, 128, 160, 256), min(max(m / 8, 32), 160 if m >= 8192 else 128))
     bn = pricing.pick((32, 64, 128, 256), min(max(n / 8, 32), 128))
     bk = 64 if k >= 256 else 32
+    wm, wn = (2, 2) if bm * bn <= 64 * 128 else (2, 4)
+    if bm % (wm * wn * 256 // bk):
+        # eight warps' cp.async moves 64 rows of bk=32 at a time, which 160 rows do not fill: the nearest tile they do
+        bm = 128
+        wm, wn = (2, 2) if bm * bn <= 64 * 128 else (2, 4)
     stages = 3 if k <= 1024 else (4 if k <= 4096 else 5)
     tiles = ceil_div(m, bm) * ceil_div(n, bn)
     split = 1
     while tiles * split * 2 <= sms and split < 8 and k // bk >= 8 * split * 2:
         split *= 2
-    wm, wn = (2, 2) if bm * bn <= 64 * 128 else (2, 4)
     return {"bm": bm, "bn": bn, "bk": bk, "wm": wm, "wn": wn, "stages": stages, "prefetch": stages - 1,
             "sw_b": 3 if bk == 64 else 2, "sw_m": 3, "sw_s": 3, "block_swizzle": pricing.block_swizzle_stride(shape),
             "reg_pipeline": True, "epilogue": "smem", "split_k": split, "acc": acc}
@@ -160,10 +164,12 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
         for bm, bn in ((32, 32), (64, 64), (64, 32)):
             if bm <= m and bn <= n:
                 bk = 64 if k % 64 == 0 and k >= 256 else 32
-                out.append({"bm": bm, "bn": bn, "bk": bk, "wm": bm // 16 if bm <= 32 else 4 if bn == 32 else 2,
-                            "wn": 2, "stages": 3, "prefetch": 2, "sw_b": 3 if bk == 64 else 2, "sw_m": 3,
-                            "sw_s": 3, "block_swizzle": 1, "reg_pipeline": True, "epilogue": "smem", "split_k": 1,
-                            "acc": acc})
+                wm = bm // 16 if bm <= 32 else 4 if bn == 32 else 2
+                # with bk=32 eight warps' cp.async moves 64 rows at a time, more than a 32-column tile has: four warps
+                wn = 1 if bn % (wm * 2 * 256 // bk) else 2
+                out.append({"bm": bm, "bn": bn, "bk": bk, "wm": wm, "wn": wn, "stages": 3, "prefetch": 2,
+                            "sw_b": 3 if bk == 64 else 2, "sw_m": 3, "sw_s": 3, "block_swizzle": 1,
+                            "reg_pipeline": True, "epilogue": "smem", "split_k": 1, "acc": acc})
     if pricing.flop(shape) < 2 ** 31 and m * n >= 2 ** 19:
         out = _output_bound(shape, acc, mode) + out
     return out

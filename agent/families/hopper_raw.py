@@ -280,14 +280,17 @@ def repair(p: dict[str, Any]) -> dict[str, Any]:
 def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: str = "offline") -> list[dict[str, Any]]:
     if arch != "sm_90a" or acc != "fp32":
         return []
-    if flop(shape) >= LARGE_FLOP:
-        return _listed_priors(shape)
+    # streaming before size: from 2^35 FLOP a side of 64 still leaves a 128-row tile half empty (64x16384x16384:
+    # 128x256 read 0.80 of best NVIDIA, the streaming 64x128 tile 0.97; 0.81 against 1.00 swapped, H200,
+    # docs/benchmarks/data/listed_priors_feasible_h200_2026-11-26_920be5b.json)
     if view := _streaming_view(shape):
         swap, kshape = view
         out = [dict(p, **swap) for p in _streaming_priors(kshape)]
         if swap:
             out[1:1] = _a_streaming_tile(shape)
         return out
+    if flop(shape) >= LARGE_FLOP:
+        return _listed_priors(shape)
     return _wave_filling_priors(shape)
 
 

@@ -190,6 +190,9 @@ def priors(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a",
             if tiles * s <= 2 * 132 and kt // s >= 2:
                 q["split_k"] = s
         q["stages"] = max(2, min(4, ceil_div(kt, q["split_k"])))
+        if q["split_k"] > 1:
+            # a variant of the cluster prior splits K once: its cluster_k and split_k together are infeasible
+            q.pop("cluster_k", None)
         out.append(q)
     return out
 
