@@ -37,3 +37,15 @@ def test_the_one_wave_tiles_show_up_against_the_commit_before_them(capsys):
 def test_an_unknown_revision_is_a_clear_error():
     with pytest.raises(SystemExit, match="git archive no-such-rev failed"):
         load_script("prior_diff").main(["no-such-rev", "--random", "0"])
+
+
+@pytest.mark.skipif(not _has("920be5b"), reason="a shallow clone without the commit before the feasibility fixes")
+def test_feasible_shows_the_priors_the_pool_dropped(capsys):
+    """At 920be5b small's split variants carried the cluster prior's cluster_k: listed, never proposed."""
+    load_script("prior_diff").main(["920be5b", "--families", "small", "--random", "0", "--first", "4", "--feasible",
+                                    "--show", "1000"])
+    out = capsys.readouterr().out
+    assert "first 4 feasible priors of small: 66 of 1000 grid shapes" in out
+    line = next(ln for ln in out.splitlines() if ln.startswith("  64x512x2048 sample small:"))
+    was, now = line.split(": ", 1)[1].split(" -> ")
+    assert was.count("'") // 2 == 2 and now.count("'") // 2 == 4
