@@ -1058,20 +1058,30 @@ def test_mid_class_first_batch_is_mostly_tma_kernels(shape):
 GRID_SIDES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 12288, 16384)
 
 
-def test_every_listed_prior_on_the_grid_is_feasible_for_its_family():
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80", "sm_86"])
+@pytest.mark.parametrize("acc", ["fp32", "fp16"])
+def test_every_listed_prior_on_the_grid_is_feasible_for_its_family(arch, acc):
     """The policy's pool drops an infeasible prior silently, so the family would start from its next prior instead
     of the one listed for it (small's split-K variants copied the cluster prior's cluster_k; ampere_cute's eight-warp
     64x32 and 160-row tiles did not tile the cp.async layout at bk=32; hopper_raw listed 256-row tiles beside a side
-    of 64 from 2^35 FLOP). Normalised as the policy's pool does."""
+    of 64 from 2^35 FLOP; on sm_80 and sm_86 rings deeper than their shared memory). Normalised as the pool does."""
     bad = {}
     for fam in family_names():
         mod = get(fam)
         for shape in itertools.product(GRID_SIDES, repeat=3):
-            for i, p in enumerate(priors.priors(fam, shape, "fp32", "sm_90a")):
-                ok, why = mod.feasible(normal_params(fam, with_launch_knobs(fam, p, "sm_90a")), shape, "sm_90a")
+            for i, p in enumerate(priors.priors(fam, shape, acc, arch)):
+                ok, why = mod.feasible(normal_params(fam, with_launch_knobs(fam, p, arch)), shape, arch)
                 if not ok:
                     bad.setdefault((fam, shape), []).append(f"prior {i}: {why}")
     assert not bad, dict(list(bad.items())[:10])
+
+
+def test_a_ring_too_deep_for_the_arch_gives_way_and_the_tile_stays():
+    listed = ampere_cute.priors((8192, 1024, 8192), "fp32", "sm_80")[0]
+    fitted = priors.priors("ampere_cute", (8192, 1024, 8192), "fp32", "sm_80")[0]
+    assert not ampere_cute.feasible(normal_params("ampere_cute", listed), (8192, 1024, 8192), "sm_80")[0]
+    assert (fitted["bm"], fitted["bn"], fitted["bk"]) == (listed["bm"], listed["bn"], listed["bk"])
+    assert 2 <= fitted["stages"] < listed["stages"] and fitted["prefetch"] < fitted["stages"]
 
 
 @pytest.mark.parametrize("shape", [(64, 16384, 16384), (16384, 64, 16384)])

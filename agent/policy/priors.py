@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.families import ARCHS, families, get, with_launch_knobs
+from agent.families import ARCHS, families, get, normal_params, with_launch_knobs
 from agent.families.pricing import LARGE_FLOP, SMALL_FLOP, flop, streams_a, streams_ab, streams_b
 
 SIZE_CLASSES = ("skinny_streamed", "skinny_long_k", "output_bound", "launch_bound", "mid_low", "mid_high", "large")
@@ -71,4 +71,19 @@ def family_shares(shape: tuple[int, int, int], arch: str, acc: str = "fp32") -> 
 
 def priors(family: str, shape: tuple[int, int, int], acc: str, arch: str,
            mode: str = "offline") -> list[dict[str, Any]]:
-    return [with_launch_knobs(family, p, arch, mode) for p in get(family).priors(shape, acc, arch, mode)]
+    return [_fit_ring(family, with_launch_knobs(family, p, arch, mode), shape, arch)
+            for p in get(family).priors(shape, acc, arch, mode)]
+
+
+def _fit_ring(family: str, p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> dict[str, Any]:
+    """The mma.sync families' priors are written for sm_90's 227 KB of shared memory; on sm_80 (163 KB) and sm_86/89
+    (99 KB) the policy's pool would drop those that overflow without a word (54 and 729 on the grid). The tile is the
+    prior's point, so its ring gives way: the deepest that fits, else the prior as listed."""
+    mod = get(family)
+    if not p.get("stages") or mod.feasible(normal_params(family, p), shape, arch)[0]:
+        return p
+    for stages in range(p["stages"] - 1, 1, -1):
+        q = mod.repair(dict(p, stages=stages))
+        if mod.feasible(normal_params(family, q), shape, arch)[0]:
+            return q
+    return p
