@@ -140,11 +140,12 @@ def prior(shape: tuple[int, int, int], acc: str, sms: int = 132) -> dict[str, An
     bm = pricing.pick((32, 64, 128, 160, 256), min(max(m / 8, 32), 160 if m >= 8192 else 128))
     bn = pricing.pick((32, 64, 128, 256), min(max(n / 8, 32), 128))
     bk = 64 if k >= 256 else 32
-    wm, wn = (2, 2) if bm * bn <= 64 * 128 else (2, 4)
+    warps = lambda bm: (2, 2) if bm * bn <= 64 * 128 else (2, 4)  # noqa: E731
+    wm, wn = warps(bm)
     if bm % (wm * wn * 256 // bk):
         # eight warps' cp.async moves 64 rows of bk=32 at a time, which 160 rows do not fill: the nearest tile they do
         bm = 128
-        wm, wn = (2, 2) if bm * bn <= 64 * 128 else (2, 4)
+        wm, wn = warps(bm)
     stages = 3 if k <= 1024 else (4 if k <= 4096 else 5)
     tiles = ceil_div(m, bm) * ceil_div(n, bn)
     split = 1
