@@ -1091,3 +1091,13 @@ def test_a_side_of_64_streams_from_2p35_flop(shape):
     first = priors.priors("hopper_raw", shape, "fp32", "sm_90a")[0]
     assert pricing.flop(shape) >= pricing.LARGE_FLOP
     assert first["tile_m"] == 64 and first.get("swap_ab", False) == (shape[1] == 64)
+
+
+def test_ampere_cute_starts_where_its_k_step_divides_k_and_stands_aside_where_none_does():
+    """Its kernels have no K remainder: a prior with bk=64 on K = 1056 was dropped by the pool; on K = 1000 no tile
+    runs at all, so it lists none and gets no share (the batch goes to the families that can run there)."""
+    first = priors.priors("ampere_cute", (2048, 2048, 1056), "fp32", "sm_90a")[0]
+    assert first["bk"] == 32 and ampere_cute.feasible(normal_params("ampere_cute", first), (2048, 2048, 1056),
+                                                      "sm_90a")[0]
+    assert ampere_cute.priors((512, 512, 1000), "fp32") == []
+    assert priors.family_shares((512, 512, 1000), "sm_80").get("ampere_cute", 0) == 0

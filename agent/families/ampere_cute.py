@@ -139,7 +139,7 @@ def prior(shape: tuple[int, int, int], acc: str, sms: int = 132) -> dict[str, An
     m, n, k = shape
     bm = pricing.pick((32, 64, 128, 160, 256), min(max(m / 8, 32), 160 if m >= 8192 else 128))
     bn = pricing.pick((32, 64, 128, 256), min(max(n / 8, 32), 128))
-    bk = 64 if k >= 256 else 32
+    bk = 64 if k >= 256 and k % 64 == 0 else 32
     warps = lambda bm: (2, 2) if bm * bn <= 64 * 128 else (2, 4)  # noqa: E731
     wm, wn = warps(bm)
     if bm % (wm * wn * 256 // bk):
@@ -159,8 +159,10 @@ def prior(shape: tuple[int, int, int], acc: str, sms: int = 132) -> dict[str, An
 def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: str = "offline") -> list[dict[str, Any]]:
     """The paper's prior plus, for launch-bound shapes, the 32x32 / 64x64 four-warp tiles without split-K that beat
     cuBLASLt-AutoTuning under the evaluator (1.06-1.15x on 64x64x128 ... 512x512x64)."""
-    out = [prior(shape, acc)]
     m, n, k = shape
+    if k % 32:
+        return []  # every tile's K step is 32 or 64 and the kernel has no K remainder: no place to start, no share
+    out = [prior(shape, acc)]
     if pricing.flop(shape) < 2 ** 31:
         for bm, bn in ((32, 32), (64, 64), (64, 32)):
             if bm <= m and bn <= n:
