@@ -160,8 +160,10 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
     """The paper's prior plus, for launch-bound shapes, the 32x32 / 64x64 four-warp tiles without split-K that beat
     cuBLASLt-AutoTuning under the evaluator (1.06-1.15x on 64x64x128 ... 512x512x64)."""
     m, n, k = shape
-    if k % 32:
-        return []  # every tile's K step is 32 or 64 and the kernel has no K remainder: no place to start, no share
+    if k % 32 or m < 32 or n < 32:
+        # every tile's K step is 32 or 64 and the kernel has no K remainder, and its edge tiles are shifted, not
+        # padded, so no tile runs where a side is under 32: no place to start, no share
+        return []
     out = [prior(shape, acc)]
     if pricing.flop(shape) < 2 ** 31:
         for bm, bn in ((32, 32), (64, 64), (64, 32)):

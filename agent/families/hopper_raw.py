@@ -465,6 +465,8 @@ def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str
     m, n, _ = shape
     out = []
     for tm, tn in ((128, 256), (256, 128)):
+        if tm > 2 * m or tn > 2 * n:
+            continue  # a side of 65-127 beside a 256-row tile: `feasible` refuses a tile over twice the output
         rows, tiles = ceil_div(m, tm), ceil_div(m, tm) * ceil_div(n, tn)
         if tiles > sms:
             group = _widest_band(rows, _square_band(tm, tn, sms))

@@ -150,7 +150,7 @@ def prior(shape: tuple[int, int, int], sms: int = 132) -> dict[str, Any]:
     kt = ceil_div(k, bk)
     split = 1
     for s in (2, 3, 4, 6, 8, 12, 16):
-        if tiles * s <= 2 * sms and kt // s >= 2:
+        if tiles * s <= 2 * sms and kt // s >= 2 and not splitk_problem(kt, s, tiles, bm * bn):
             split = s
     wm = min(2, bm // 16)
     wn = max(1, min(4 // wm, bn // 16))
@@ -162,7 +162,8 @@ def cluster_prior(shape: tuple[int, int, int]) -> dict[str, Any] | None:
     """Skinny M with a long K on sm_90: split K over an 8-CTA cluster reduced through distributed shared memory.
     Measured on the H200: 64x128x1024 at 0.86 of cuBLASLt (best of any family), 64x512x2048 at 0.83."""
     m, n, k = shape
-    if m > 128 or k < 1024:
+    kt = ceil_div(k, 64)
+    if m > 128 or k < 1024 or ceil_div(kt, ceil_div(kt, 8)) < 8:  # the last of 8 CTAs would get no k-tile
         return None
     bm = 64 if m <= 64 else 128
     bn = max((b for b in (16, 32, 64, 128) if ceil_div(m, bm) * ceil_div(n, b) * 8 >= 128), default=16)
@@ -187,7 +188,7 @@ def priors(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a",
         kt = ceil_div(k, q["bk"])
         q["split_k"] = 1
         for s in (2, 3, 4, 6, 8, 12, 16):
-            if tiles * s <= 2 * 132 and kt // s >= 2:
+            if tiles * s <= 2 * 132 and kt // s >= 2 and not splitk_problem(kt, s, tiles, 16 * bn):
                 q["split_k"] = s
         q["stages"] = max(2, min(4, ceil_div(kt, q["split_k"])))
         if q["split_k"] > 1:
