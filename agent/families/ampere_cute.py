@@ -43,6 +43,11 @@ def smem_bytes(p: dict[str, Any]) -> int:
     return max(main, epi)
 
 
+def rows_per_copy(wm: int, wn: int, bk: int) -> int:
+    """Rows of a tile that one pass of the block's 16-byte cp.async copies covers: bm and bn must be multiples."""
+    return wm * wn * 32 // (bk // 8)
+
+
 def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: str) -> tuple[bool, str]:
     p, lim, why = validated(params, validate, arch, "sm_80", "cp.async/mma.sync m16n8k16")
     if why:
@@ -52,9 +57,9 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         return False, f"{threads} threads per block (limit 16 warps here)"
     if p["bm"] % (16 * p["wm"]) or p["bn"] % (16 * p["wn"]):
         return False, f"tile {p['bm']}x{p['bn']} is not a multiple of the {16 * p['wm']}x{16 * p['wn']} MMA tile"
-    rows_per_copy = threads // (p["bk"] // 8)
-    if threads % (p["bk"] // 8) or p["bm"] % rows_per_copy or p["bn"] % rows_per_copy:
-        return False, f"the cp.async layout ({rows_per_copy} rows x {p['bk'] // 8} vectors) does not tile {p['bm']}/{p['bn']} rows"
+    rows = rows_per_copy(p["wm"], p["wn"], p["bk"])
+    if threads % (p["bk"] // 8) or p["bm"] % rows or p["bn"] % rows:
+        return False, f"the cp.async layout ({rows} rows x {p['bk'] // 8} vectors) does not tile {p['bm']}/{p['bn']} rows"
     if p["bm"] % 8 or p["bn"] % 8:
         return False, "tiles must be multiples of the 8-row swizzle atom"
     if (1 << p["sw_b"]) > p["bk"] // 8:
@@ -142,7 +147,7 @@ def prior(shape: tuple[int, int, int], acc: str, sms: int = 132) -> dict[str, An
     bk = 64 if k >= 256 and k % 64 == 0 else 32
     warps = lambda bm: (2, 2) if bm * bn <= 64 * 128 else (2, 4)  # noqa: E731
     wm, wn = warps(bm)
-    if bm % (wm * wn * 256 // bk):
+    if bm % rows_per_copy(wm, wn, bk):
         # eight warps' cp.async moves 64 rows of bk=32 at a time, which 160 rows do not fill: the nearest tile they do
         bm = 128
         wm, wn = warps(bm)
@@ -171,7 +176,7 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
                 bk = 64 if k % 64 == 0 and k >= 256 else 32
                 wm = bm // 16 if bm <= 32 else 4 if bn == 32 else 2
                 # with bk=32 eight warps' cp.async moves 64 rows at a time, more than a 32-column tile has: four warps
-                wn = 1 if bn % (wm * 2 * 256 // bk) else 2
+                wn = 1 if bn % rows_per_copy(wm, 2, bk) else 2
                 out.append({"bm": bm, "bn": bn, "bk": bk, "wm": wm, "wn": wn, "stages": 3, "prefetch": 2,
                             "sw_b": 3 if bk == 64 else 2, "sw_m": 3, "sw_s": 3, "block_swizzle": 1,
                             "reg_pipeline": True, "epilogue": "smem", "split_k": 1, "acc": acc})

@@ -115,6 +115,11 @@ def smem_bytes(p: dict[str, Any]) -> int:
     return ring + epi + 1024 + 16 * p["stages"]
 
 
+def oversized(tm: int, tn: int, m: int, n: int) -> bool:
+    """A tile past 128 on a side that covers more than twice the output's: mostly padding, refused."""
+    return tn > max(128, 2 * n) or tm > max(128, 2 * m)
+
+
 def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: str) -> tuple[bool, str]:
     p, lim, why = validated(params, validate, arch, "sm_90a", "wgmma, TMA and setmaxnreg")
     if why:
@@ -160,7 +165,7 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
                                f"of {ck} CTAs that run at once, and those that do not fit would run as a second wave")
         if p.get("epi") == "tma" and n % 8:
             return False, f"the TMA epilogue needs N={n} to be a multiple of 8 (16-byte rows of C)"
-        if p["tile_n"] > max(128, 2 * n) or p["tile_m"] > max(128, 2 * m):
+        if oversized(p["tile_m"], p["tile_n"], m, n):
             return False, f"a {p['tile_m']}x{p['tile_n']} tile is more than twice the {m}x{n} output"
         rows, cl = ceil_div(m, p["tile_m"]), p.get("cluster_m", 1)
         if rows % cl:
@@ -465,8 +470,8 @@ def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str
     m, n, _ = shape
     out = []
     for tm, tn in ((128, 256), (256, 128)):
-        if tm > 2 * m or tn > 2 * n:
-            continue  # a side of 65-127 beside a 256-row tile: `feasible` refuses a tile over twice the output
+        if oversized(tm, tn, m, n):
+            continue  # a side of 65-127 beside a 256-row tile
         rows, tiles = ceil_div(m, tm), ceil_div(m, tm) * ceil_div(n, tn)
         if tiles > sms:
             group = _widest_band(rows, _square_band(tm, tn, sms))

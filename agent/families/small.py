@@ -74,7 +74,7 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         tiles = ceil_div(m, p["bm"]) * ceil_div(n, p["bn"])
         if p["split_k"] > 1 and (why := splitk_problem(kt, p["split_k"], tiles, p["bm"] * p["bn"])):
             return False, why
-        if ck > 1 and (ck > kt or ceil_div(kt, ceil_div(kt, ck)) < ck):
+        if ck > 1 and empty_cluster_splits(kt, ck):
             return False, f"cluster_k={ck} leaves empty splits of {kt} k-tiles"
         if ceil_div(m, p["bm"]) > 65535:
             return False, "grid.y over 65535"
@@ -141,6 +141,21 @@ def repair(p: dict[str, Any]) -> dict[str, Any]:
     return dict(p)
 
 
+def empty_cluster_splits(kt: int, ck: int) -> bool:
+    """Whether K's kt tiles, dealt out ceil(kt / ck) to a CTA, leave some of the cluster's ck CTAs none."""
+    return ck > kt or ceil_div(kt, ceil_div(kt, ck)) < ck
+
+
+def _largest_split(tiles: int, kt: int, tile_elems: int, sms: int = 132) -> int:
+    """The most K slices (of 2-16) that keep the grid within two CTAs per SM, at least two k-tiles and none empty a
+    slice: the launch-bound shapes' split-K (up to ~1-2 CTAs per SM)."""
+    split = 1
+    for s in (2, 3, 4, 6, 8, 12, 16):
+        if tiles * s <= 2 * sms and kt // s >= 2 and not splitk_problem(kt, s, tiles, tile_elems):
+            split = s
+    return split
+
+
 def prior(shape: tuple[int, int, int], sms: int = 132) -> dict[str, Any]:
     m, n, k = shape
     bm = 16 if m <= 64 else (32 if m <= 256 else 64)
@@ -148,10 +163,7 @@ def prior(shape: tuple[int, int, int], sms: int = 132) -> dict[str, Any]:
     bk = 32 if k <= 128 else 64
     tiles = ceil_div(m, bm) * ceil_div(n, bn)
     kt = ceil_div(k, bk)
-    split = 1
-    for s in (2, 3, 4, 6, 8, 12, 16):
-        if tiles * s <= 2 * sms and kt // s >= 2 and not splitk_problem(kt, s, tiles, bm * bn):
-            split = s
+    split = _largest_split(tiles, kt, bm * bn, sms)
     wm = min(2, bm // 16)
     wn = max(1, min(4 // wm, bn // 16))
     stages = max(2, min(4, ceil_div(kt, split)))
@@ -162,8 +174,7 @@ def cluster_prior(shape: tuple[int, int, int]) -> dict[str, Any] | None:
     """Skinny M with a long K on sm_90: split K over an 8-CTA cluster reduced through distributed shared memory.
     Measured on the H200: 64x128x1024 at 0.86 of cuBLASLt (best of any family), 64x512x2048 at 0.83."""
     m, n, k = shape
-    kt = ceil_div(k, 64)
-    if m > 128 or k < 1024 or ceil_div(kt, ceil_div(kt, 8)) < 8:  # the last of 8 CTAs would get no k-tile
+    if m > 128 or k < 1024 or empty_cluster_splits(ceil_div(k, 64), 8):
         return None
     bm = 64 if m <= 64 else 128
     bn = max((b for b in (16, 32, 64, 128) if ceil_div(m, bm) * ceil_div(n, b) * 8 >= 128), default=16)
@@ -186,10 +197,7 @@ def priors(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a",
         q = dict(out[0], bm=16, bn=bn, wm=1, wn=wn)
         tiles = ceil_div(m, 16) * ceil_div(n, bn)
         kt = ceil_div(k, q["bk"])
-        q["split_k"] = 1
-        for s in (2, 3, 4, 6, 8, 12, 16):
-            if tiles * s <= 2 * 132 and kt // s >= 2 and not splitk_problem(kt, s, tiles, 16 * bn):
-                q["split_k"] = s
+        q["split_k"] = _largest_split(tiles, kt, 16 * bn)
         q["stages"] = max(2, min(4, ceil_div(kt, q["split_k"])))
         if q["split_k"] > 1:
             # a variant of the cluster prior splits K once: its cluster_k and split_k together are infeasible
