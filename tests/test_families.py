@@ -194,6 +194,30 @@ def test_hopper_raw_cluster_k_keeps_earlier_identities_and_is_left_to_sweeps():
     assert "cluster_k" not in hopper_raw.SEARCH_DOMAIN
 
 
+def test_hopper_raw_pingpong_keeps_earlier_identities_and_gives_each_warpgroup_whole_tiles():
+    """schedule came after the family's campaigns: "cooperative" names and renders the same candidate as before.
+    "pingpong" gives each consumer warpgroup every other tile whole (all of a 64-row tile's columns, all of a
+    128-row tile's rows), an empty barrier that one warpgroup's four warps release, and turns at the tensor cores
+    through named barriers 5 and 6; it keeps one CTA per cluster and whole tiles, and counts a warpgroup's
+    accumulators over the whole tile."""
+    assert hopper_raw.validate(dict(RAW_OK, schedule="cooperative")) == RAW_OK
+    assert hopper_raw.render(dict(RAW_OK, schedule="cooperative")) == hopper_raw.render(RAW_OK)
+    pp = dict(RAW_OK, tile_n=128, stages=6, schedule="pingpong")
+    src = hopper_raw.render(pp)
+    assert "bar.sync %0, 256;\" ::\"r\"(5 + (i & 1))" in src and "CONSUMER_WARPS / 2" in src
+    assert "m64n128k16" in src and "cw * (BM / 2)" not in src.split("__global__")[1]
+    # a 64-row tile: one m64 atom as wide as the tile per warpgroup, where cooperative halves the columns
+    assert "m64n256k16" in hopper_raw.render(dict(pp, tile_m=64, tile_n=256, stages=4))
+    assert "m64n128k16" in hopper_raw.render(dict(pp, tile_m=64, tile_n=256, stages=4, schedule="cooperative"))
+    assert hopper_raw.accumulators(hopper_raw.validate(dict(pp, tile_n=192))) == 192
+    assert "accumulators" in hopper_raw.feasible(dict(pp, tile_n=256, stages=4), None, "sm_90a")[1]
+    for change, why in ((dict(cluster_m=2), "cluster_m=2"), (dict(cluster_k=2, epi="direct"), "cluster_k=2"),
+                        (dict(grid="streamk"), "streamk"), (dict(tile_m=256, tile_n=64), "untried")):
+        ok, reason = hopper_raw.feasible(dict(pp, **change), (4096, 4096, 1024), "sm_90a")
+        assert not ok and why in reason, (change, reason)
+    assert hopper_raw.feasible(dict(pp, group=4, grid="even", k_order="alternate"), (4096, 4096, 1000), "sm_90a")[0]
+
+
 def test_hopper_raw_streamk_keeps_earlier_identities_and_is_left_to_sweeps():
     """grid=streamk came after the family's campaigns: the other grids render as before. It shares the last waves'
     tiles out by k-blocks through a workspace allocated and freed in the call, needs one CTA per tile along M and K
@@ -426,6 +450,10 @@ def test_variants_of_each_family_compile_with_nvcc():
         # a 64-row tile's K split over a cluster with a 14-stage ring (the M <= 64 priors; A's box sized at run time)
         (hopper_raw.render(dict(RAW_OK, tile_m=64, tile_n=64, stages=14, epi="direct", cluster_k=3, pdl=True)),
          "sm_90a"),
+        # ping-pong: each consumer warpgroup on whole tiles of its own, stored with TMA and from registers
+        (hopper_raw.render(dict(RAW_OK, tile_n=192, stages=4, group=8, schedule="pingpong", pdl=True)), "sm_90a"),
+        (hopper_raw.render(dict(RAW_OK, tile_m=64, tile_n=256, stages=4, epi="direct", schedule="pingpong")),
+         "sm_90a"),
         (small.render(dict(SMALL_CLUSTER, pdl=True)), "sm_90a"),
     ]
     infos = _build_all(jobs)
@@ -524,6 +552,16 @@ GPU_SAMPLES = [
      (1000, 42, 2056)),
     ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=64, stages=14, epi="direct", cluster_k=3, swap_ab=True),
      (1000, 60, 1000)),
+    # ping-pong: each consumer warpgroup on every other whole tile of its CTA's, their mainloops taking turns; 384
+    # tiles on 132 CTAs (two or three each, so one warpgroup has the last alone), M and N ragged, K not a multiple of
+    # 64; a 64-row tile's whole width per warpgroup; stores from registers with N only even; the even grid with a
+    # band order and K walked backward on every other unit; a single k-block (the ring's fills and turns at once)
+    ("hopper_raw", dict(RAW_OK, tile_n=128, stages=6, schedule="pingpong"), (3000, 2008, 1000)),
+    ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=256, stages=4, schedule="pingpong", pdl=True), (1000, 3000, 520)),
+    ("hopper_raw", dict(RAW_OK, tile_n=192, stages=5, epi="direct", schedule="pingpong"), (4000, 998, 296)),
+    ("hopper_raw", dict(RAW_OK, tile_n=128, stages=6, group=4, grid="even", k_order="alternate",
+                        schedule="pingpong"), (4096, 4096, 1000)),
+    ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=64, stages=2, schedule="pingpong", pdl=True), (2000, 1000, 64)),
     # a small output (pricing.streams_ab): two tile-rows, the second ragged, N short of its last tile, K split over
     # clusters of 7 with a partial last k-block
     ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=32, stages=10, epi="direct", cluster_k=7, pdl=True), (100, 90, 4104)),

@@ -63,6 +63,11 @@ DOMAIN: dict[str, tuple] = {
     # C^T = B^T A^T: B_col_major is the 64-row operand and A the streamed one, the output stored transposed; for the
     # 64-row tiles of N <= 64 (streams_swapped), the mirror of M <= 64
     "swap_ab": (False, True),
+    # cooperative: both consumer warpgroups share each tile; pingpong: each takes a whole tile of its own, every other
+    # one of the CTA's, and their mainloops take turns, so one's epilogue overlaps the other's wgmmas. On eight mid
+    # and big shapes of K = 512-2048 (H100, docs/benchmarks/data/raw_pingpong_h100_2026-11-27_*.json) the 128x128
+    # ping-pong read 2-8% above the same tile cooperative in every mode, in the same tile order. One CTA a cluster
+    "schedule": ("cooperative", "pingpong"),
     **LAUNCH_DOMAIN,
 }
 # What the policy's mutations move through, narrower than what a sweep may render: in one campaign 29 of 48
@@ -86,7 +91,8 @@ STREAMING_DOMAIN: dict[str, tuple] = {**SEARCH_DOMAIN, "tile_m": (64,), "tile_n"
                                       "cluster_m": (1,), "epi": ("direct",), "l2_evict_first": ("none",),
                                       "grid": ("full",)}
 DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "k_order": "forward",
-                            "l2_evict_first": "none", "grid": "full", "swap_ab": False, **LAUNCH_DEFAULTS}
+                            "l2_evict_first": "none", "grid": "full", "swap_ab": False, "schedule": "cooperative",
+                            **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
 MAX_ACC_REGS = 192  # fp32 accumulators per consumer thread; the consumers get 232 registers (setmaxnreg)
 STREAM_INFLIGHT_BYTES = 150 * 1024  # a streaming CTA's ring below this streams slower (estimate_us)
@@ -115,6 +121,14 @@ def smem_bytes(p: dict[str, Any]) -> int:
     return ring + epi + 1024 + 16 * p["stages"]
 
 
+def accumulators(p: dict[str, Any]) -> int:
+    """fp32 accumulators per consumer thread: a warpgroup's m64 atoms times tile_n/2 (half of it where two share a
+    64-row tile's columns, twice the atoms where a ping-pong warpgroup owns a whole tile)."""
+    if p.get("schedule") == "pingpong":
+        return p["tile_m"] // 64 * p["tile_n"] // 2
+    return p["tile_n"] // 4 if p["tile_m"] == 64 else (p["tile_m"] // 128) * p["tile_n"] // 2
+
+
 def oversized(tm: int, tn: int, m: int, n: int) -> bool:
     """A tile past 128 on a side that covers more than twice the output's: mostly padding, refused."""
     return tn > max(128, 2 * n) or tm > max(128, 2 * m)
@@ -124,14 +138,22 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
     p, lim, why = validated(params, validate, arch, "sm_90a", "wgmma, TMA and setmaxnreg")
     if why:
         return False, why
-    acc = p["tile_n"] // 4 if p["tile_m"] == 64 else (p["tile_m"] // 128) * p["tile_n"] // 2
+    acc = accumulators(p)
     if acc > MAX_ACC_REGS:
         return False, f"{acc} fp32 accumulators per consumer thread (limit {MAX_ACC_REGS}: 232 registers in all)"
     if p.get("epi") == "tma" and p["tile_n"] % 64:
         return False, f"the TMA epilogue stores 64-column sub-tiles: tile_n={p['tile_n']} is not a multiple of 64"
     if p["tile_n"] == 32 and p["tile_m"] != 64:
         return False, f"tile_n=32 is for 64-row tiles (each consumer an m64n16 atom), not tile_m={p['tile_m']}"
-    if p["tile_m"] == 64:
+    if p.get("schedule") == "pingpong":
+        if bad := _clashing(p, {"cluster_m": 1, "cluster_k": 1, "swap_ab": False}):
+            return False, (f"schedule=pingpong gives each consumer warpgroup whole tiles of its own CTA: it needs "
+                           f"cluster_m=1, cluster_k=1 and swap_ab=False, not {', '.join(bad)}")
+        if p.get("grid") == "streamk":
+            return False, "schedule=pingpong takes whole tiles: grid=streamk splits them by k-blocks"
+        if p["tile_m"] == 256:
+            return False, "schedule=pingpong takes 64- and 128-row tiles (a warpgroup's own 256-row tile is untried)"
+    elif p["tile_m"] == 64:
         # each consumer warpgroup owns tile_n/2 columns: whole 64-column sub-tiles, or half of one shared by both
         if p.get("epi") == "tma" and p["tile_n"] not in (64, 128, 256):
             return False, f"a 64-row tile with the TMA epilogue takes tile_n 64, 128 or 256, not {p['tile_n']}"
@@ -198,10 +220,17 @@ def a_box_rows(m: int, tile_m: int) -> int:
 
 def render(params: dict[str, Any]) -> str:
     p = validate(params)
-    wn = p["tile_n"] // 2 if p["tile_m"] == 64 else p["tile_n"]  # one consumer warpgroup's wgmma N
+    pingpong = p.get("schedule") == "pingpong"
+    cols_split = p["tile_m"] == 64 and not pingpong  # two consumer warpgroups share a 64-row tile's columns
+    wn = p["tile_n"] // 2 if cols_split else p["tile_n"]  # one consumer warpgroup's wgmma N
     n = wn // 2  # accumulator registers of one m64 wgmma atom, spelled out for its inline assembly
     evict = p.get("l2_evict_first", "none").replace("none", "")
+    # the epilogue's offsets of a consumer warpgroup's part of the tile: its columns where two share a 64-row tile, its
+    # rows where two share a taller one, none where it owns the tile (ping-pong)
+    shares = dict(cols="CN" if cols_split else "BN", col_off="cw * CN + " if cols_split else "",
+                  row_off="" if p["tile_m"] == 64 or pingpong else "cw * (BM / 2) + ")
     return render_feasible(NAME, TEMPLATE, p, feasible, defaults=DEFAULTS, wgmma_n=wn, acc_regs=n, evict_first=evict,
+                           pingpong=pingpong, cols_split=cols_split, **shares,
                            acc_list=", ".join(f"%{i}" for i in range(n)),
                            acc_operands=", ".join(f'"+f"(d[{i}])' for i in range(n)))
 
