@@ -837,7 +837,7 @@ def test_a_32_wide_prior_mutates_to_its_neighbours_but_the_search_draws_no_32_wi
     ((1024, 1024, 512), [(128, 64, 7)]),  # 128 tiles of 128x64; 128x128 would leave half the SMs idle
     ((2048, 1024, 1024), [(128, 128, 6), (128, 64, 7)]),
     ((2048, 2048, 1024), [(128, 128, 6), (128, 256, 4)]),  # 128x128 in two full waves first
-    ((4096, 2048, 1024), [(128, 256, 4), (128, 128, 6)]),  # 128x128 would take four
+    ((4096, 2048, 1024), [(128, 128, 6), (128, 256, 4)]),  # ping-pong 128x128 first, then the cooperative 128x256
     ((1024, 2048, 64), [(128, 128, 2), (128, 64, 2)]),  # one k-block: no deeper ring than two stages
     ((1024, 1024, 256), [(128, 64, 4)]),
     ((128, 8192, 1024), [(128, 64, 7)]),
@@ -861,6 +861,40 @@ def test_raw_mid_shape_priors_fill_the_sms_with_a_deep_ring(shape, tiles):
     if tiles:
         batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 4)
         assert canonical(ps[0]) in {canonical(c.params) for c in batch if c.family == "hopper_raw"}
+
+
+@pytest.mark.parametrize("shape,first", [
+    ((2048, 1024, 1024), (128, 1, 6, "full")),  # tall grid, small B: rows
+    ((2048, 2048, 1024), (128, 8, 6, "full")),  # square: bands
+    ((4096, 16384, 2048), (192, 16, 4, "full")),  # 16x8192x2048 of B: bands (in rows it read 0.72, bands 1.00)
+    ((16384, 2048, 1024), (192, 1, 4, "even")),  # 15.5 waves of 128x128: 192 wide; tall with 4 MB of B: rows
+    ((16384, 4096, 2048), (192, 16, 4, "even")),  # tall, but 16 MB of B: bands
+    ((16384, 1024, 1024), (128, 1, 6, "full")),  # 192 columns would pad N=1024 by 11%
+    ((1024, 4096, 256), (128, 4, 4, "full")),  # four k-blocks: a ring no deeper
+    ((4096, 1024, 128), None),  # two k-blocks: below PINGPONG_K
+    ((8192, 8192, 4096), None),  # K = 4096: the cooperative 128x256 first
+    ((1024, 1024, 512), None),  # 64 tiles of 128x128: half the SMs
+])
+def test_raw_pingpong_prior_comes_first_from_k_256_to_2048(shape, first):
+    """hopper_raw's ping-pong prior: 128x192 beyond eight waves of 128x128 where 192 tiles N with little padding,
+    else 128x128; tall grids whose B fits in rows, others in square bands; first in the family's list, mid and large
+    alike, and the cooperative tile of its width no longer listed beside it below the large class."""
+    ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
+    pp = [p for p in ps if p.get("schedule") == "pingpong"]
+    if first is None:
+        assert not pp
+        return
+    tn, group, stages, grid = first
+    assert ps[0] is pp[0] and len(pp) == 1
+    assert (ps[0]["tile_m"], ps[0]["tile_n"], ps[0]["group"], ps[0]["stages"], ps[0].get("grid", "full")) == (
+        128, tn, group, stages, grid)
+    assert get("hopper_raw").feasible(ps[0], shape, "sm_90a") == (True, "")
+    if pricing.flop(shape) < pricing.LARGE_FLOP:
+        assert [p["tile_n"] for p in ps].count(tn) == 1
+    # the cost model prices the overlap: ahead of the same tile cooperative from four k-blocks on
+    coop = {k: v for k, v in ps[0].items() if k != "schedule"}
+    assert costmodel.estimate_us("hopper_raw", ps[0], shape, "sm_90a") < costmodel.estimate_us(
+        "hopper_raw", coop, shape, "sm_90a")
 
 
 @pytest.mark.parametrize("shape,tiles", [

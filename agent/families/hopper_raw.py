@@ -80,6 +80,8 @@ SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k not i
                                    "tile_m": (128, 256), "tile_n": tuple(t for t in DOMAIN["tile_n"] if t > 32),
                                    "stages": tuple(range(2, 8)),
                                    "l2_evict_first": ("none", "c", "bc"), "grid": ("full", "even")}
+# ping-pong (schedule) is a search knob where a 128-row tile is: the priors of K = 256-2048 start from it
+# (_pingpong_prior), and a mutation takes a cooperative tile there and back
 # Where the streaming priors start (`streams`: M <= 64 from K = 1024, small outputs), the search moves through their
 # own knobs. Through SEARCH_DOMAIN, in the campaign of
 # docs/benchmarks/data/tables/fp32_m64_streaming_h200_2026-11-26_ccf1019.md, 5 of 42
@@ -89,7 +91,7 @@ SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k not i
 STREAMING_DOMAIN: dict[str, tuple] = {**SEARCH_DOMAIN, "tile_m": (64,), "tile_n": (32, 64, 128),
                                       "stages": DOMAIN["stages"], "cluster_k": DOMAIN["cluster_k"], "group": (1,),
                                       "cluster_m": (1,), "epi": ("direct",), "l2_evict_first": ("none",),
-                                      "grid": ("full",)}
+                                      "grid": ("full",), "schedule": ("cooperative",)}
 DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "k_order": "forward",
                             "l2_evict_first": "none", "grid": "full", "swap_ab": False, "schedule": "cooperative",
                             **LAUNCH_DEFAULTS}
@@ -430,10 +432,11 @@ def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[di
     Where both filled, 128x128 led 128x64 on all eight shapes and 128x256 on three of four (the fourth by 1.5%), in
     every mode timed. Stores from registers read 9-13% lower, a 4-stage ring 5-22% lower than a 7-stage one
     (docs/benchmarks/data/raw_mid_tiles_h200_2026-11-26_b7ced70.json, raw_short_k_h200_2026-11-26_bb7eca8.json).
-    Where no 128-row tile fills, M >= 512 and K <= 2048, a 64x64 tile (its two consumers split the columns): cold,
-    on three such shapes it read 0.96-1.01 of best NVIDIA against 0.91-0.94 for the wgmma family's first prior (the
-    clusters of two and 64x128 lower still), but 0.98-1.14 against 1.07-1.23 back to back, so the tournament of each
-    mode decides; with M <= 256 or K = 4096 it trailed cold too, by 3-15%
+    From K = 256 to 2048 the ping-pong prior (`_pingpong_prior`) comes first and the cooperative tile of its width
+    drops out. Where no 128-row tile fills, M >= 512 and K <= 2048, a 64x64 tile (its two consumers split the
+    columns): cold, on three such shapes it read 0.96-1.01 of best NVIDIA against 0.91-0.94 for the wgmma family's
+    first prior (the clusters of two and 64x128 lower still), but 0.98-1.14 against 1.07-1.23 back to back, so the
+    tournament of each mode decides; with M <= 256 or K = 4096 it trailed cold too, by 3-15%
     (docs/benchmarks/data/raw_64row_tiles_h200_2026-11-26_bb7b004.json).
     None where N is not a multiple of 8 (the TMA epilogue's rows), M is below 128 (the probes' shortest), or no tile
     fills the SMs: the kernel has no swapped operand order, so a small output leaves its grid empty."""
@@ -442,14 +445,53 @@ def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[di
         return []
     tiles = {tn: ceil_div(m, 128) * ceil_div(n, tn) for tn in (128, 256, 64)}
     order = (128, 256, 64) if tiles[128] <= 2 * sms else (256, 128, 64)
-    out = []
+    out = _pingpong_prior(shape, sms)  # first where it is listed, then the cooperative tiles of other widths
     for tn in order:
-        if pricing.wave_fill(tiles[tn], sms) < WAVE_FILL:
+        if pricing.wave_fill(tiles[tn], sms) < WAVE_FILL or any(q["tile_n"] == tn for q in out):
             continue
         out += _k_ring(128, tn, shape)
     if not out and m >= 512 and k <= 2048 and pricing.wave_fill(ceil_div(m, 64) * ceil_div(n, 64), sms) >= WAVE_FILL:
         out += _k_ring(64, 64, shape)
     return out[:2]
+
+
+# K where the ping-pong prior is listed: at K = 64 (one k-block) it read 3% below the cooperative 128x128 (4096x1024x64,
+# H100); from 256 to 2048 above it; at 4096 even with the cooperative 128x256, from 8192 below it
+PINGPONG_K = (256, 2048)
+PINGPONG_WIDE_WAVES = 8  # 128x128 tiles beyond this many waves: 128x192 instead
+ROWS_B_BYTES = 8 << 20  # a tall grid walks rows of tiles where all of B takes at most this much of L2
+
+
+def _pingpong_prior(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
+    """K within PINGPONG_K: the ping-pong schedule, whose warpgroups store one tile while the other multiplies the
+    next (a short K leaves the epilogue a large share of a tile's time). 128x192 where 128x128 tiles would take more
+    than PINGPONG_WIDE_WAVES waves and 192 columns tile N with at most 5% padding (fewer bytes a FLOP from L2), else
+    128x128; a grid taller than wide whose B takes at most ROWS_B_BYTES in rows of tiles (every tile-row reads all of
+    B again, from L2 while it fits; 4096x16384x2048 in rows read 0.72 of best NVIDIA against 1.00 in bands), any
+    other in square bands (`_square_band`); the even grid where it pays (`pricing.even_grid`); [] where the tile's
+    grid fills less than WAVE_FILL of the SMs.
+
+    Against the best of each shape's first batch at 13a0c15 (the policy's first four proposals, the same rounds, best
+    NVIDIA; two H100s, two H200s), on the 24 probed shapes the rule was set on the prior it picks read 0.986-1.132 back
+    to back (geomean 1.031, four below 1), 0.980-1.130 separated (1.036) and 1.002-1.143 in server mode (1.044);
+    rows against bands for the picked tile, the pick was the faster or within 1% back to back on 17 of 18 shapes
+    (4096x12288x256 read 3% faster in rows). On eleven fresh shapes, the whole first batch with it against
+    13a0c15's: its best 1.000-1.127 of the old batch's back to back (geomean 1.040), 1.000-1.120 separated (1.044),
+    1.000-1.152 in server mode (1.051) (docs/benchmarks/data/pingpong_first_batch_ab_h200_2026-11-27_13a0c15.json;
+    the probes: docs/benchmarks/data/raw_pingpong_*_2026-11-27_13a0c15.json)."""
+    m, n, k = shape
+    if not PINGPONG_K[0] <= k <= PINGPONG_K[1] or n % 8 or k % 8 or m < 128:
+        return []
+    wide = (ceil_div(m, 128) * ceil_div(n, 128) > PINGPONG_WIDE_WAVES * sms
+            and n / (192 * ceil_div(n, 192)) >= 0.95)
+    tn = 192 if wide else 128
+    rows, cols = ceil_div(m, 128), ceil_div(n, tn)
+    if pricing.wave_fill(rows * cols, sms) < WAVE_FILL:
+        return []
+    group = 1 if rows > cols and 2 * n * k <= ROWS_B_BYTES else _widest_band(rows, _square_band(128, tn, sms))
+    base = {"tile_m": 128, "tile_n": tn, "group": group, "acc": "fp32", "epi": "tma", "schedule": "pingpong"}
+    p = pricing.even_grid(sys.modules[__name__], _k_deep(base, ceil_div(k, 64)), shape, sms)
+    return [p] if feasible(p, shape, "sm_90a")[0] else []
 
 
 def _k_ring(tile_m: int, tile_n: int, shape: tuple[int, int, int]) -> list[dict[str, Any]]:
@@ -521,6 +563,8 @@ def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str
             out.insert(0, wide)
         else:
             out.append(wide)
+    # K = 256-2048: ping-pong first (a half-wave grid needs K >= 8192 from LARGE_FLOP, so the two never meet)
+    out[:0] = _pingpong_prior(shape, sms)
     return [pricing.even_grid(sys.modules[__name__], p, shape) for p in out]
 
 
@@ -583,5 +627,10 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     else:
         band_gain = 1.0
     band_gain *= pricing.even_grid_gain(p, shape)
+    # A cooperative tile's epilogue stops both warpgroups; ping-pong hides it behind the other's mainloop: the
+    # 128x128 ping-pong read 7-8% above the cooperative kernel at K = 256-512 (eight k-blocks or fewer), 2-6% at
+    # 1024, even at 2048, 3% below at K = 64 (docs/benchmarks/data/raw_pingpong_*_2026-11-27_13a0c15.json)
+    if p.get("schedule") == "pingpong" and ceil_div(k, 64) >= 4:
+        band_gain /= 1.0 + min(0.08, 0.6 / ceil_div(k, 64))
     return ((max(t_compute, t_mem) + t_chain) * stages_pen * band_gain * 1e6 + pricing.LAUNCH_US
             + pricing.CUTLASS_HOST_US)
