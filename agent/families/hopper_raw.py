@@ -65,8 +65,9 @@ DOMAIN: dict[str, tuple] = {
     "swap_ab": (False, True),
     # cooperative: both consumer warpgroups share each tile; pingpong: each takes a whole tile of its own, every other
     # one of the CTA's, and their mainloops take turns, so one's epilogue overlaps the other's wgmmas. On eight mid
-    # and big shapes of K = 512-2048 (H100, docs/benchmarks/data/raw_pingpong_h100_2026-11-27_*.json) the 128x128
-    # ping-pong read 2-8% above the same tile cooperative in every mode, in the same tile order. One CTA a cluster
+    # and big shapes of K = 512-2048 in both tile orders (H100, sixteen pairs in the same rounds,
+    # docs/benchmarks/data/raw_pingpong_bands_h100_2026-11-27_13a0c15.json) the 128x128 ping-pong read 0.986-1.082 of
+    # the same tile cooperative back to back and 0.985-1.068 cold, below it only at K = 2048. One CTA a cluster
     "schedule": ("cooperative", "pingpong"),
     **LAUNCH_DOMAIN,
 }
@@ -456,7 +457,7 @@ def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[di
 
 
 # K where the ping-pong prior is listed: at K = 64 (one k-block) it read 3% below the cooperative 128x128 (4096x1024x64,
-# H100); from 256 to 2048 above it; at 4096 even with the cooperative 128x256, from 8192 below it
+# H100); from 256 to 2048 0.986-1.082 of it; at 4096 even with the best cooperative tile, from 8192 below it
 PINGPONG_K = (256, 2048)
 PINGPONG_WIDE_WAVES = 8  # 128x128 tiles beyond this many waves: 128x192 instead
 ROWS_B_BYTES = 8 << 20  # a tall grid walks rows of tiles where all of B takes at most this much of L2
