@@ -874,6 +874,7 @@ def test_raw_mid_shape_priors_fill_the_sms_with_a_deep_ring(shape, tiles):
     ((4096, 1024, 128), None),  # two k-blocks: below PINGPONG_K
     ((8192, 8192, 4096), None),  # K = 4096: the cooperative 128x256 first
     ((1024, 1024, 512), None),  # 64 tiles of 128x128: half the SMs
+    ((16384, 64, 256), None),  # a 128-wide tile half past N
 ])
 def test_raw_pingpong_prior_comes_first_from_k_256_to_2048(shape, first):
     """hopper_raw's ping-pong prior: 128x192 beyond eight waves of 128x128 where 192 tiles N with little padding,

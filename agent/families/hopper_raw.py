@@ -481,7 +481,8 @@ def _pingpong_prior(shape: tuple[int, int, int], sms: int = 132) -> list[dict[st
     1.000-1.152 in server mode (1.051) (docs/benchmarks/data/pingpong_first_batch_ab_h200_2026-11-27_13a0c15.json;
     the probes: docs/benchmarks/data/raw_pingpong_*_2026-11-27_13a0c15.json)."""
     m, n, k = shape
-    if not PINGPONG_K[0] <= k <= PINGPONG_K[1] or n % 8 or k % 8 or m < 128:
+    # a side under 128 would leave a 128-wide tile partly empty (16384x64x256 keeps its cooperative 128x64); not timed
+    if not PINGPONG_K[0] <= k <= PINGPONG_K[1] or n % 8 or k % 8 or min(m, n) < 128:
         return []
     wide = (ceil_div(m, 128) * ceil_div(n, 128) > PINGPONG_WIDE_WAVES * sms
             and n / (192 * ceil_div(n, 192)) >= 0.95)
