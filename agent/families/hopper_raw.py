@@ -629,9 +629,10 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     else:
         band_gain = 1.0
     band_gain *= pricing.even_grid_gain(p, shape)
-    # A cooperative tile's epilogue stops both warpgroups; ping-pong hides it behind the other's mainloop: the
-    # 128x128 ping-pong read 7-8% above the cooperative kernel at K = 256-512 (eight k-blocks or fewer), 2-6% at
-    # 1024, even at 2048, 3% below at K = 64 (docs/benchmarks/data/raw_pingpong_*_2026-11-27_13a0c15.json)
+    # A cooperative tile's epilogue stops both warpgroups; ping-pong hides it behind the other's mainloop, priced as
+    # 0.6 k-blocks a tile (at most 8%) from four k-blocks on: the 128x128 ping-pong read 7-8% above the cooperative
+    # kernel at K = 256-512, 2-6% at 1024, 1.4% below at 2048 and 3% below at K = 64
+    # (docs/benchmarks/data/raw_pingpong_*_2026-11-27_13a0c15.json)
     if p.get("schedule") == "pingpong" and ceil_div(k, 64) >= 4:
         band_gain /= 1.0 + min(0.08, 0.6 / ceil_div(k, 64))
     return ((max(t_compute, t_mem) + t_chain) * stages_pen * band_gain * 1e6 + pricing.LAUNCH_US
