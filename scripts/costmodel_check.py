@@ -2,11 +2,14 @@
 """How well the built-in policy's cost model ranks the candidates a run measured (no GPU needed).
 
     python3 scripts/costmodel_check.py runs/RUN [--arch sm_90a] [--json OUT]
+    python3 scripts/costmodel_check.py docs/benchmarks/data/PROBE.json [--mode back-to-back]
 
 Per (GPU, acc, shape): the candidates that passed every check and carry family params, Spearman's rank correlation
 between `costmodel.estimate_us` (the current code's) and the measured time (the search's median µs per call), and
 how the candidate that the cost model ranks first measured against the fastest one. A correlation near zero on
 near-parity candidates means the search, not the model, picked the winner there (docs/design/builtin_policy.md).
+A probe file (`scripts/sweep_configs.py --together`'s probe.json) ranks the players of each GPU and shape in one
+timing mode, their time taken as 1 / (speedup over best NVIDIA in the same rounds).
 """
 from __future__ import annotations
 
@@ -74,6 +77,26 @@ def check(run_dir: Path, arch: str) -> list[dict]:
     return rows
 
 
+def check_probe(path: Path, arch: str, mode: str) -> list[dict]:
+    from agent.policy.costmodel import estimate_us
+
+    groups: dict[tuple, list[tuple[float, float, str]]] = {}
+    for r in json.loads(Path(path).read_text())["results"]:
+        if r.get("mode") != mode or r.get("status") != "ok" or not r.get("vs_best_nvidia"):
+            continue
+        key = (r.get("gpu_uuid", ""), r["params"].get("acc", "fp32"), tuple(r["shape"]))
+        groups.setdefault(key, []).append(
+            (estimate_us(r["family"], r["params"], key[2], arch), 1.0 / r["vs_best_nvidia"], r["family"]))
+    rows = []
+    for (gpu, acc, shape), pairs in groups.items():
+        fastest = min(p[1] for p in pairs)
+        model_first = min(pairs, key=lambda p: p[0])
+        rows.append({"gpu": gpu, "acc": acc, "shape": list(shape), "candidates": len(pairs), "skipped": 0,
+                     "spearman": spearman([p[0] for p in pairs], [p[1] for p in pairs]),
+                     "model_first_vs_fastest": model_first[1] / fastest, "model_first_family": model_first[2]})
+    return rows
+
+
 def summary(rows: list[dict]) -> list[str]:
     """Means over the shapes, and over those >= 2^36 FLOP (the power-limited ones, where candidates sit within a few
     percent of one another): the figures a change to the model is judged by."""
@@ -93,11 +116,12 @@ def summary(rows: list[dict]) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("run_dir", type=Path, help="a run folder, or a probe file (*.json)")
     ap.add_argument("--arch", default="sm_90a", help="the architecture the run's GPU builds for (default sm_90a)")
+    ap.add_argument("--mode", default="back-to-back", help="a probe file's timing mode to rank (default back-to-back)")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
     a = ap.parse_args()
-    rows = check(a.run_dir, a.arch)
+    rows = check_probe(a.run_dir, a.arch, a.mode) if a.run_dir.suffix == ".json" else check(a.run_dir, a.arch)
     print("| shape | acc | candidates | Spearman (model, measured) | model's first pick, time / fastest |")
     print("|---|---|---|---|---|")
     for r in rows:

@@ -65,3 +65,19 @@ def test_the_command_prints_a_table_and_refuses_a_folder_without_an_archive(tmp_
     bad = subprocess.run([sys.executable, "scripts/costmodel_check.py", str(tmp_path / "nope")], cwd=REPO,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0 and "no archive" in bad.stderr
+
+
+def test_a_probe_file_ranks_each_gpu_and_shape_in_one_mode():
+    """A probe file of docs/benchmarks/data (real timings): one row per shape of the GPU it ran on, its players'
+    times as 1 / speedup over best NVIDIA in the same rounds; a mode that a shape was not timed in leaves it out."""
+    probe = REPO / "docs/benchmarks/data/raw_pingpong_big_h100_2026-11-27_13a0c15.json"
+    m = _script()
+    rows = m.check_probe(probe, "sm_90a", "back-to-back")
+    assert len(rows) == 10 and all(r["candidates"] >= 5 and -1 <= r["spearman"] <= 1 for r in rows)
+    assert all(r["model_first_vs_fastest"] >= 1.0 for r in rows)
+    server = m.check_probe(probe, "sm_90a", "server")
+    assert {tuple(r["shape"]) for r in rows} - {tuple(r["shape"]) for r in server} == {(4096, 1024, 12288)}
+    p = subprocess.run([sys.executable, "scripts/costmodel_check.py", str(probe), "--mode", "steady"], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "all shapes (10): mean Spearman" in p.stdout
