@@ -66,35 +66,41 @@ def check(run_dir: Path, arch: str) -> list[dict]:
                 pairs.append((estimate_us(v.family, v.params, tuple(key.shape), arch), t.median_us, v.family))
             except (KeyError, ValueError):  # params of a family or knob the current cost model does not know
                 skipped += 1
-        if not pairs:
-            continue
-        fastest = min(p[1] for p in pairs)
-        model_first = min(pairs, key=lambda p: p[0])
-        rho = spearman([p[0] for p in pairs], [p[1] for p in pairs])
-        rows.append({"gpu": key.gpu, "acc": key.acc, "shape": list(key.shape), "candidates": len(pairs),
-                     "skipped": skipped, "spearman": rho,
-                     "model_first_vs_fastest": model_first[1] / fastest, "model_first_family": model_first[2]})
+        if pairs:
+            rows.append(_row(key.gpu, key.acc, key.shape, pairs, skipped))
     return rows
+
+
+def _row(gpu: str, acc: str, shape, pairs: list[tuple[float, float, str]], skipped: int) -> dict:
+    """One shape's row from its (model time, measured time, family) triples."""
+    fastest = min(p[1] for p in pairs)
+    model_first = min(pairs, key=lambda p: p[0])
+    return {"gpu": gpu, "acc": acc, "shape": list(shape), "candidates": len(pairs), "skipped": skipped,
+            "spearman": spearman([p[0] for p in pairs], [p[1] for p in pairs]),
+            "model_first_vs_fastest": model_first[1] / fastest, "model_first_family": model_first[2]}
 
 
 def check_probe(path: Path, arch: str, mode: str) -> list[dict]:
     from agent.policy.costmodel import estimate_us
 
+    try:
+        results = json.loads(Path(path).read_text())["results"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"{path} is not a probe file (JSON with a 'results' list): {e}")
     groups: dict[tuple, list[tuple[float, float, str]]] = {}
-    for r in json.loads(Path(path).read_text())["results"]:
+    skipped: dict[tuple, int] = {}
+    for r in results:
         if r.get("mode") != mode or r.get("status") != "ok" or not r.get("vs_best_nvidia"):
             continue
         key = (r.get("gpu_uuid", ""), r["params"].get("acc", "fp32"), tuple(r["shape"]))
-        groups.setdefault(key, []).append(
-            (estimate_us(r["family"], r["params"], key[2], arch), 1.0 / r["vs_best_nvidia"], r["family"]))
-    rows = []
-    for (gpu, acc, shape), pairs in groups.items():
-        fastest = min(p[1] for p in pairs)
-        model_first = min(pairs, key=lambda p: p[0])
-        rows.append({"gpu": gpu, "acc": acc, "shape": list(shape), "candidates": len(pairs), "skipped": 0,
-                     "spearman": spearman([p[0] for p in pairs], [p[1] for p in pairs]),
-                     "model_first_vs_fastest": model_first[1] / fastest, "model_first_family": model_first[2]})
-    return rows
+        try:
+            model = estimate_us(r["family"], r["params"], key[2], arch)
+        except (KeyError, ValueError):  # a family or knob the current cost model does not know
+            skipped[key] = skipped.get(key, 0) + 1
+            continue
+        groups.setdefault(key, []).append((model, 1.0 / r["vs_best_nvidia"], r["family"]))
+    return [_row(gpu, acc, shape, pairs, skipped.get((gpu, acc, shape), 0))
+            for (gpu, acc, shape), pairs in groups.items()]
 
 
 def summary(rows: list[dict]) -> list[str]:

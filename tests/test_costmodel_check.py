@@ -81,3 +81,10 @@ def test_a_probe_file_ranks_each_gpu_and_shape_in_one_mode():
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "all shapes (10): mean Spearman" in p.stdout
+
+
+def test_a_json_file_that_is_no_probe_is_refused_with_a_reason(tmp_path):
+    (tmp_path / "x.json").write_text('{"what": "no results here"}')
+    p = subprocess.run([sys.executable, "scripts/costmodel_check.py", str(tmp_path / "x.json")], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0 and "is not a probe file" in p.stderr
