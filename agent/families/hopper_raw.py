@@ -469,8 +469,8 @@ def _pingpong_prior(shape: tuple[int, int, int], sms: int = 132) -> list[dict[st
     than PINGPONG_WIDE_WAVES waves and 192 columns tile N with at most 5% padding (fewer bytes a FLOP from L2), else
     128x128; a grid taller than wide whose B takes at most ROWS_B_BYTES in rows of tiles (every tile-row reads all of
     B again, from L2 while it fits; 4096x16384x2048 in rows read 0.72 of best NVIDIA against 1.00 in bands), any
-    other in square bands (`_square_band`); the even grid where it pays (`pricing.even_grid`); [] where the tile's
-    grid fills less than WAVE_FILL of the SMs.
+    other in square bands (`_square_band`); [] where the tile's grid fills less than WAVE_FILL of the SMs. The even
+    grid, where it pays, is `_listed_priors`' (`pricing.even_grid`; below POWER_LIMIT_FLOP it changes nothing).
 
     Against the best of each shape's first batch at 13a0c15 (the policy's first four proposals, the same rounds, best
     NVIDIA; two H100s, two H200s), on the 24 probed shapes the rule was set on the prior it picks read 0.986-1.132 back
@@ -491,15 +491,13 @@ def _pingpong_prior(shape: tuple[int, int, int], sms: int = 132) -> list[dict[st
     if pricing.wave_fill(rows * cols, sms) < WAVE_FILL:
         return []
     group = 1 if rows > cols and 2 * n * k <= ROWS_B_BYTES else _widest_band(rows, _square_band(128, tn, sms))
-    base = {"tile_m": 128, "tile_n": tn, "group": group, "acc": "fp32", "epi": "tma", "schedule": "pingpong"}
-    p = pricing.even_grid(sys.modules[__name__], _k_deep(base, ceil_div(k, 64)), shape, sms)
-    return [p] if feasible(p, shape, "sm_90a")[0] else []
+    return _k_ring(128, tn, shape, group=group, schedule="pingpong")
 
 
-def _k_ring(tile_m: int, tile_n: int, shape: tuple[int, int, int]) -> list[dict[str, Any]]:
-    """A mid-shape tile with the TMA epilogue and the deepest ring that fits but no deeper than K's blocks (two at
-    least); [] where the shape refuses it."""
-    base = {"tile_m": tile_m, "tile_n": tile_n, "group": 1, "acc": "fp32", "epi": "tma"}
+def _k_ring(tile_m: int, tile_n: int, shape: tuple[int, int, int], **knobs: Any) -> list[dict[str, Any]]:
+    """A tile with the TMA epilogue (and `knobs`: a band, the schedule) and the deepest ring that fits but no deeper
+    than K's blocks (two at least); [] where the shape refuses it."""
+    base = {"tile_m": tile_m, "tile_n": tile_n, "group": 1, "acc": "fp32", "epi": "tma", **knobs}
     p = _k_deep(base, ceil_div(shape[2], 64))
     return [p] if feasible(p, shape, "sm_90a")[0] else []
 
