@@ -636,10 +636,10 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     # A cooperative tile's epilogue stops both warpgroups; ping-pong hides it behind the other's mainloop, priced as
     # 0.9 k-blocks a tile (at most 8%) from four k-blocks on: the 128x128 ping-pong read 7-8% above the cooperative
     # kernel at K = 256-512, 2-6% at 1024, 1.4% below at 2048 and 3% below at K = 64
-    # (docs/benchmarks/data/raw_pingpong_*_2026-11-27_13a0c15.json). 0.9 rather than 0.6: over the twelve committed
-    # probe files and ten run archives (scripts/costmodel_check.py) the mean Spearman rose 0.36 -> 0.40, on six
-    # file-modes by 0.05-0.18 (the first-batch A/B's 0.02 -> 0.20), none fell by more than 0.04; 1.2 fell 0.11 on the
-    # big shapes of K = 1024-8192
+    # (docs/benchmarks/data/raw_pingpong_*_2026-11-27_13a0c15.json). 0.9 rather than 0.6: over the thirteen probe
+    # files in docs/benchmarks/data, back to back and cold (scripts/costmodel_check.py), the mean Spearman rose 0.37 ->
+    # 0.42, on six file-modes by 0.06-0.18 (the first-batch A/B's 0.02 -> 0.20), none fell by more than 0.04 (ten
+    # run archives: no change beyond 0.05); 1.2 fell 0.11 on the big shapes of K = 1024-8192
     if p.get("schedule") == "pingpong" and ceil_div(k, 64) >= 4:
         band_gain /= 1.0 + min(0.08, 0.9 / ceil_div(k, 64))
     return ((max(t_compute, t_mem) + t_chain) * stages_pen * band_gain * 1e6 + pricing.LAUNCH_US
