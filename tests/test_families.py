@@ -575,9 +575,15 @@ def test_every_gpu_sample_is_a_config_its_family_takes_for_its_shape():
         assert ok, f"{family} {params} {shape}: {why}"
 
 
+def _sample_id(sample) -> str:
+    """family-MxNxK-knob=value-...: `pytest -m gpu -k pingpong` (or any knob) selects the samples that carry it."""
+    family, params, shape = sample
+    return "-".join([family, "x".join(map(str, shape)), *(f"{k}={v}" for k, v in sorted(params.items()))])
+
+
 @pytest.mark.gpu
 @pytest.mark.slow
-@pytest.mark.parametrize("family,params,shape", GPU_SAMPLES)
+@pytest.mark.parametrize("family,params,shape", GPU_SAMPLES, ids=[_sample_id(s) for s in GPU_SAMPLES])
 def test_sample_passes_the_evaluators_checks_on_gpu(gpu_samples, family, params, shape):
     """Every correctness check of the evaluator (exact {0,1} draws, deviation bound, accumulator honesty, guard
     bands, determinism, ...) at fp32 accumulation."""
