@@ -479,7 +479,10 @@ def _pingpong_prior(shape: tuple[int, int, int], sms: int = 132) -> list[dict[st
     (4096x12288x256 read 3% faster in rows). On eleven fresh shapes, the whole first batch with it against
     13a0c15's: its best 1.000-1.127 of the old batch's back to back (geomean 1.040), 1.000-1.120 separated (1.044),
     1.000-1.152 in server mode (1.051) (docs/benchmarks/data/pingpong_first_batch_ab_h200_2026-11-27_13a0c15.json;
-    the probes: docs/benchmarks/data/raw_pingpong_*_2026-11-27_13a0c15.json)."""
+    the probes: docs/benchmarks/data/raw_pingpong_*_2026-11-27_13a0c15.json). On three more, the first batch with it
+    held or beat the best of a whole 16-candidate campaign of the policy before it (server 1.023, 1.022, 0.944
+    against 0.976, 0.969, 0.944; pingpong_campaign_ab_h200_2026-11-27_843ac95.json). In 2-CTA clusters sharing B the
+    same tiles read 0.2-3.8% lower on eleven of twelve shapes (raw_pingpong_cluster_h200_2026-11-27_843ac95.json)."""
     m, n, k = shape
     # a side under 128 would leave a 128-wide tile partly empty (16384x64x256 keeps its cooperative 128x64); not timed
     if not PINGPONG_K[0] <= k <= PINGPONG_K[1] or n % 8 or k % 8 or min(m, n) < 128:
@@ -508,9 +511,9 @@ def _widest_band(unit_rows: int, cap: int) -> int:
 
 
 def _square_band(tile_m: int, tile_n: int, sms: int) -> int:
-    """The band (tile-rows) that makes a wave's operand footprint smallest: a wave of `sms` tiles in bands of g rows reads
-    g A panels and sms/g B panels, each panel bytes proportional to its tile side, so g = sqrt(sms * tile_n / tile_m),
-    as a power of two. 128x256 gets 16: on 8192x4096x16384 bands of 16 measured 0.993 and 1.004 of cuBLASLt against
+    """The band (tile-rows) that makes a wave's operand footprint smallest: a wave of `sms` tiles in bands of g rows
+    reads g A panels and sms/g B panels, each panel bytes proportional to its tile side, so
+    g = sqrt(sms * tile_n / tile_m), as a power of two. 128x256 gets 16: on 8192x4096x16384 bands of 16 measured 0.993 and 1.004 of cuBLASLt against
     0.983 and 0.996 for bands of 8 in the same two sweeps, and 0.997 in a third; 256x192 and 256x128 get 8."""
     g = math.sqrt(sms * tile_n / tile_m)
     return 2 ** round(math.log2(g))
