@@ -513,8 +513,9 @@ def _widest_band(unit_rows: int, cap: int) -> int:
 def _square_band(tile_m: int, tile_n: int, sms: int) -> int:
     """The band (tile-rows) that makes a wave's operand footprint smallest: a wave of `sms` tiles in bands of g rows
     reads g A panels and sms/g B panels, each panel bytes proportional to its tile side, so
-    g = sqrt(sms * tile_n / tile_m), as a power of two. 128x256 gets 16: on 8192x4096x16384 bands of 16 measured 0.993 and 1.004 of cuBLASLt against
-    0.983 and 0.996 for bands of 8 in the same two sweeps, and 0.997 in a third; 256x192 and 256x128 get 8."""
+    g = sqrt(sms * tile_n / tile_m), as a power of two. 128x256 gets 16: on 8192x4096x16384 bands of 16 measured 0.993
+    and 1.004 of cuBLASLt against 0.983 and 0.996 for bands of 8 in the same two sweeps, and 0.997 in a third; 256x192
+    and 256x128 get 8."""
     g = math.sqrt(sms * tile_n / tile_m)
     return 2 ** round(math.log2(g))
 
