@@ -594,7 +594,8 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     tm, tn = p["tile_m"], p["tile_n"]
     tiles = ceil_div(m, tm) * ceil_div(n, tn)
     eff = pricing.WGMMA_TILE_EFF.get((tm, tn), 0.9)
-    if p.get("schedule") == "pingpong":
+    pingpong, kblocks = p.get("schedule") == "pingpong", ceil_div(k, 64)
+    if pingpong:
         # a ping-pong warpgroup's unit is a whole tm x tn tile, the cooperative (2 tm) x tn tile's share of one: priced
         # so, the model's rank correlation with the measured time rose on five of the six probe files of 13a0c15
         # (-0.30 -> +0.02 on the first-batch A/B's eleven fresh shapes, +0.56 -> +0.80 on ten big shapes; the sixth
@@ -617,7 +618,7 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     busy = min(1.0, ctas / sms)
     t_compute = 2.0 * tiles * tm * tn * k / (pricing.WGMMA_PEAK * eff * busy) * waves_factor
     t_mem = 2.0 * (m * k + n * k + m * n) / pricing.DRAM_BW
-    t_chain = ceil_div(ceil_div(k, 64), ck) * 0.06e-6 * ceil_div(ctas, sms)
+    t_chain = ceil_div(kblocks, ck) * 0.06e-6 * ceil_div(ctas, sms)
     # two stages of k64 leave the loads exposed: 256x192 with 2 measured 0.79-0.83 of cuBLASLt all eight times five
     # campaigns proposed it (three big shapes), where its 3-stage twin measured 0.96-1.05
     stages_pen = {2: 1.25, 3: 1.03}.get(p["stages"], 1.0)
@@ -644,7 +645,7 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     # files in docs/benchmarks/data, back to back and cold (scripts/costmodel_check.py), the mean Spearman rose 0.37 ->
     # 0.42, on six file-modes by 0.06-0.18 (the first-batch A/B's 0.02 -> 0.20), none fell by more than 0.04 (ten
     # run archives: no change beyond 0.05); 1.2 fell 0.11 on the big shapes of K = 1024-8192
-    if p.get("schedule") == "pingpong" and ceil_div(k, 64) >= 4:
-        band_gain /= 1.0 + min(0.08, 0.9 / ceil_div(k, 64))
+    if pingpong and kblocks >= 4:
+        band_gain /= 1.0 + min(0.08, 0.9 / kblocks)
     return ((max(t_compute, t_mem) + t_chain) * stages_pen * band_gain * 1e6 + pricing.LAUNCH_US
             + pricing.CUTLASS_HOST_US)
