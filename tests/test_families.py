@@ -69,7 +69,7 @@ def test_hopper_family_is_sm90a_only_and_others_run_on_sm80():
     ("hopper_wgmma", HOPPER_OK, {"splits": 4}, "stream-K"),
     ("hopper_raw", RAW_OK, {"tile_m": 256, "tile_n": 256}, "accumulators"),
     ("hopper_raw", RAW_OK, {"stages": 5}, "shared memory"),
-    ("hopper_raw", RAW_OK, {"tile_n": 176}, "multiple of 64"),
+    ("hopper_raw", RAW_OK, {"tile_n": 144, "grid": "streamk"}, "16, 32 or 48 columns"),
     ("hopper_raw", RAW_OK, {"epi": "direct", "l2_evict_first": "bc"}, "TMA epilogue"),
     ("hopper_raw", RAW_OK, {"cluster_k": 2}, "epi=tma"),  # the K-split stores from its reduction
     ("hopper_raw", RAW_OK, {"cluster_k": 2, "epi": "direct", "cluster_m": 2}, "cluster_m=2"),
@@ -562,6 +562,9 @@ GPU_SAMPLES = [
     ("hopper_raw", dict(RAW_OK, tile_n=128, stages=6, group=4, grid="even", k_order="alternate",
                         schedule="pingpong"), (4096, 4096, 1000)),
     ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=64, stages=2, schedule="pingpong", pdl=True), (2000, 1000, 64)),
+    # the TMA epilogue's narrow last sub-tile (tile_n not a multiple of 64): ragged N and K, ping-pong and cooperative
+    ("hopper_raw", dict(RAW_OK, tile_n=176, stages=5, schedule="pingpong", pdl=True), (2000, 3000, 1000)),
+    ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=160, stages=3, group=2, l2_evict_first="c"), (1000, 2056, 1032)),
     # a small output (pricing.streams_ab): two tile-rows, the second ragged, N short of its last tile, K split over
     # clusters of 7 with a partial last k-block
     ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=32, stages=10, epi="direct", cluster_k=7, pdl=True), (100, 90, 4104)),

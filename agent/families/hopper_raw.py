@@ -144,8 +144,11 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
     acc = accumulators(p)
     if acc > MAX_ACC_REGS:
         return False, f"{acc} fp32 accumulators per consumer thread (limit {MAX_ACC_REGS}: 232 registers in all)"
-    if p.get("epi") == "tma" and p["tile_n"] % 64:
-        return False, f"the TMA epilogue stores 64-column sub-tiles: tile_n={p['tile_n']} is not a multiple of 64"
+    if p.get("epi") == "tma" and p["tile_n"] % 64 and (p["tile_n"] % 16 or p.get("grid") == "streamk"
+                                                        or (p["tile_m"] == 64 and p.get("schedule") != "pingpong")):
+        return False, (f"the TMA epilogue stores 64-column sub-tiles and a last one of 16, 32 or 48 columns, a "
+                       f"warpgroup's own rows (not a 64-row cooperative tile's shared ones, not stream-K's): "
+                       f"tile_n={p['tile_n']} with tile_m={p['tile_m']}")
     if p["tile_n"] == 32 and p["tile_m"] != 64:
         return False, f"tile_n=32 is for 64-row tiles (each consumer an m64n16 atom), not tile_m={p['tile_m']}"
     if p.get("schedule") == "pingpong":
@@ -234,6 +237,7 @@ def render(params: dict[str, Any]) -> str:
                   row_off="" if p["tile_m"] == 64 or pingpong else "cw * (BM / 2) + ")
     return render_feasible(NAME, TEMPLATE, p, feasible, defaults=DEFAULTS, wgmma_n=wn, acc_regs=n, evict_first=evict,
                            pingpong=pingpong, cols_split=cols_split, **shares,
+                           tail=p["tile_n"] % 64 if p.get("epi") == "tma" else 0,
                            acc_list=", ".join(f"%{i}" for i in range(n)),
                            acc_operands=", ".join(f'"+f"(d[{i}])' for i in range(n)))
 
