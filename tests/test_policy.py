@@ -870,6 +870,10 @@ def test_raw_mid_shape_priors_fill_the_sms_with_a_deep_ring(shape, tiles):
     ((16384, 2048, 1024), (192, 1, 4, "even")),  # 15.5 waves of 128x128: 192 wide; tall with 4 MB of B: rows
     ((16384, 4096, 2048), (192, 16, 4, "even")),  # tall, but 16 MB of B: bands
     ((16384, 1024, 1024), (128, 1, 6, "full")),  # 192 columns would pad N=1024 by 11%
+    ((8192, 12288, 512), (176, 16, 5, "full")),  # 34 tiles of 176 a CTA against 32 of 192: 0.974 of the work
+    ((9472, 2048, 1536), (176, 1, 5, "full")),  # 7 tiles a CTA either way: 176 ends 8% sooner
+    ((4096, 12288, 256), (176, 16, 5, "full")),  # 176's fifth stage past K's four blocks
+    ((16384, 12288, 512), (192, 16, 4, "even")),  # 68 tiles of 176 against 63 of 192: 0.989, 192 stays
     ((1024, 4096, 256), (128, 4, 4, "full")),  # four k-blocks: a ring no deeper
     ((4096, 1024, 128), None),  # two k-blocks: below PINGPONG_K
     ((8192, 8192, 4096), None),  # K = 4096: the cooperative 128x256 first
@@ -877,8 +881,8 @@ def test_raw_mid_shape_priors_fill_the_sms_with_a_deep_ring(shape, tiles):
     ((16384, 64, 256), None),  # a 128-wide tile half past N
 ])
 def test_raw_pingpong_prior_comes_first_from_k_256_to_2048(shape, first):
-    """hopper_raw's ping-pong prior: 128x192 beyond eight waves of 128x128 where 192 tiles N with little padding,
-    else 128x128; tall grids whose B fits in rows, others in square bands; first in the family's list, mid and large
+    """hopper_raw's ping-pong prior: 128x192 beyond eight waves of 128x128 where 192 tiles N with little padding (128x176
+    where that shortens the busiest CTA's work by 2% or more), else 128x128; tall grids whose B fits in rows, others in square bands; first in the family's list, mid and large
     alike, and the cooperative tile of its width no longer listed beside it below the large class."""
     ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
     pp = [p for p in ps if p.get("schedule") == "pingpong"]

@@ -465,13 +465,19 @@ def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[di
 PINGPONG_K = (256, 2048)
 PINGPONG_WIDE_WAVES = 8  # 128x128 tiles beyond this many waves: 128x192 instead
 ROWS_B_BYTES = 8 << 20  # a tall grid walks rows of tiles where all of B takes at most this much of L2
+# 128x176 (five stages fit) instead of 128x192 where its makespan (`_makespan`) is at most this share of 192's. Set on
+# 28 wide shapes of K 256-2048 (H200, both tiles in the same rounds): at shares 0.917-0.978 176 read faster on 15 of 15
+# in server mode (0.7-7.5%, geomean 3.6%), at 0.982-1.069 192 on 12 of 13 (geomean 2.1%). On 16 shapes not used to set
+# it, the pick was faster in server mode on 15 (geomean 2.9% where 176, 0.6% where 192), one 1.3% slower
+# (docs/benchmarks/data/raw_pingpong_176_*_2026-11-27_36f42ba.json)
+NARROW_WIDE_AREA = 0.98
 
 
 def _pingpong_prior(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
     """K within PINGPONG_K: the ping-pong schedule, whose warpgroups store one tile while the other multiplies the
     next (a short K leaves the epilogue a large share of a tile's time). 128x192 where 128x128 tiles would take more
     than PINGPONG_WIDE_WAVES waves and 192 columns tile N with at most 5% padding (fewer bytes a FLOP from L2), else
-    128x128; a grid taller than wide whose B takes at most ROWS_B_BYTES in rows of tiles (every tile-row reads all of
+    128x128; 128x176 instead of 192 where it shortens the busiest CTA's work enough (NARROW_WIDE_AREA); a grid taller than wide whose B takes at most ROWS_B_BYTES in rows of tiles (every tile-row reads all of
     B again, from L2 while it fits; 4096x16384x2048 in rows read 0.72 of best NVIDIA against 1.00 in bands), any
     other in square bands (`_square_band`); [] where the tile's grid fills less than WAVE_FILL of the SMs. The even
     grid, where it pays, is `_listed_priors`' (`pricing.even_grid`; below POWER_LIMIT_FLOP it changes nothing).
@@ -494,18 +500,29 @@ def _pingpong_prior(shape: tuple[int, int, int], sms: int = 132) -> list[dict[st
     wide = (ceil_div(m, 128) * ceil_div(n, 128) > PINGPONG_WIDE_WAVES * sms
             and n / (192 * ceil_div(n, 192)) >= 0.95)
     tn = 192 if wide else 128
+    if wide and _makespan(m, n, 176, sms) <= NARROW_WIDE_AREA * _makespan(m, n, 192, sms):
+        tn = 176
     rows, cols = ceil_div(m, 128), ceil_div(n, tn)
     if pricing.wave_fill(rows * cols, sms) < WAVE_FILL:
         return []
     group = 1 if rows > cols and 2 * n * k <= ROWS_B_BYTES else _widest_band(rows, _square_band(128, tn, sms))
-    return _k_ring(128, tn, shape, group=group, schedule="pingpong")
+    # 176's fifth stage past K = 256's four blocks: on 4096x12288x256 five read 3.8% faster than four back to back
+    return _k_ring(128, tn, shape, past_k=tn == 176, group=group, schedule="pingpong")
 
 
-def _k_ring(tile_m: int, tile_n: int, shape: tuple[int, int, int], **knobs: Any) -> list[dict[str, Any]]:
+def _makespan(m: int, n: int, tile_n: int, sms: int) -> int:
+    """Columns of output a CTA computes in the busiest slot of a persistent grid of 128-row tiles: its tiles times
+    `tile_n` (a narrower tile that adds no tile to that CTA finishes sooner)."""
+    return ceil_div(ceil_div(m, 128) * ceil_div(n, tile_n), sms) * tile_n
+
+
+def _k_ring(tile_m: int, tile_n: int, shape: tuple[int, int, int], past_k: bool = False,
+            **knobs: Any) -> list[dict[str, Any]]:
     """A tile with the TMA epilogue (and `knobs`: a band, the schedule) and the deepest ring that fits but no deeper
-    than K's blocks (two at least); [] where the shape refuses it."""
+    than K's blocks (two at least) unless `past_k` (the producer fills the rest with the next tile's blocks); [] where
+    the shape refuses it."""
     base = {"tile_m": tile_m, "tile_n": tile_n, "group": 1, "acc": "fp32", "epi": "tma", **knobs}
-    p = _k_deep(base, ceil_div(shape[2], 64))
+    p = _k_deep(base, max(DOMAIN["stages"]) if past_k else ceil_div(shape[2], 64))
     return [p] if feasible(p, shape, "sm_90a")[0] else []
 
 
