@@ -874,6 +874,9 @@ def test_raw_mid_shape_priors_fill_the_sms_with_a_deep_ring(shape, tiles):
     ((9472, 2048, 1536), (176, 1, 5, "full")),  # 7 tiles a CTA either way: 176 ends 8% sooner
     ((4096, 12288, 256), (176, 16, 5, "full")),  # 176's fifth stage past K's four blocks
     ((16384, 12288, 512), (192, 16, 4, "even")),  # 68 tiles of 176 against 63 of 192: 0.989, 192 stays
+    ((2944, 2880, 1024), (176, 1, 5, "full")),  # 3 tiles of 176 a CTA against 4 of 128; now taller than wide: rows
+    ((2816, 4544, 768), (128, 8, 6, "full")),  # 5 of 176 against 6 of 128: 1.146 of its columns, 128 stays
+    ((168, 9984, 1344), None),  # 128's grid fills too little of its second wave; 176's was never timed there
     ((1024, 4096, 256), (128, 4, 4, "full")),  # four k-blocks: a ring no deeper
     ((4096, 1024, 128), None),  # two k-blocks: below PINGPONG_K
     ((8192, 8192, 4096), None),  # K = 4096: the cooperative 128x256 first
@@ -881,9 +884,10 @@ def test_raw_mid_shape_priors_fill_the_sms_with_a_deep_ring(shape, tiles):
     ((16384, 64, 256), None),  # a 128-wide tile half past N
 ])
 def test_raw_pingpong_prior_comes_first_from_k_256_to_2048(shape, first):
-    """hopper_raw's ping-pong prior: 128x192 beyond eight waves of 128x128 where 192 tiles N with little padding (128x176
-    where that shortens the busiest CTA's work by 2% or more), else 128x128; tall grids whose B fits in rows, others in square bands; first in the family's list, mid and large
-    alike, and the cooperative tile of its width no longer listed beside it below the large class."""
+    """hopper_raw's ping-pong prior: 128x192 beyond eight waves of 128x128 where 192 tiles N with little padding, else
+    128x128, either replaced by 128x176 where the busiest CTA's columns allow (`hopper_raw.NARROW_SHARE`); tall
+    grids whose B fits in rows, others in square bands; first in the family's list, mid and large alike, and the
+    cooperative tile of its width no longer listed beside it below the large class."""
     ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
     pp = [p for p in ps if p.get("schedule") == "pingpong"]
     if first is None:

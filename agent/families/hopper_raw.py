@@ -465,21 +465,27 @@ def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[di
 PINGPONG_K = (256, 2048)
 PINGPONG_WIDE_WAVES = 8  # 128x128 tiles beyond this many waves: 128x192 instead
 ROWS_B_BYTES = 8 << 20  # a tall grid walks rows of tiles where all of B takes at most this much of L2
-# 128x176 (five stages fit) instead of 128x192 where its makespan (`_makespan`) is at most this share of 192's. Set on
-# 28 wide shapes of K 256-2048 (H200, both tiles in the same rounds): at shares 0.917-0.978 176 read faster on 15 of 15
-# in server mode (0.7-7.5%, geomean 3.6%), at 0.982-1.069 192 on 12 of 13 (geomean 2.1%). On 16 shapes not used to set
-# it, the pick was faster in server mode on 15 (geomean 2.9% where 176, 0.6% where 192), one 1.3% slower
-# (docs/benchmarks/data/raw_pingpong_176_*_2026-11-27_36f42ba.json)
-NARROW_WIDE_AREA = 0.98
+# 128x176 (five stages fit) instead of the width the rule above picks where its busiest CTA's columns (`_makespan`)
+# are at most this share of that width's. Against 192, set on 28 wide shapes of K 256-2048 (H200, both tiles in the
+# same rounds): at shares 0.917-0.978 176 read faster on 15 of 15 in server mode (0.7-7.5%, geomean 3.6%), at
+# 0.982-1.069 192 on 12 of 13 (geomean 2.1%); on 16 shapes not used to set it the pick was faster in server mode on
+# 15, one 1.3% slower (docs/benchmarks/data/raw_pingpong_176_*_2026-11-27_36f42ba.json). Against 128, set on 16
+# shapes: at shares 0.825-0.982 176 read faster on 11 of 11 in every mode (server 1.3-14%), at 1.031 within 1.5%
+# either way, at 1.058-1.146 128 by 3-8%; on 16 fresh shapes at 0.825-1.013, 176 faster back to back on 15 (one
+# tie), in server mode on 13 (three 0.5-4% slower). As listed, on the 22 of 3,000 random off-grid shapes it changes
+# (none used to set it) the new prior read faster in every mode on all 22, server 0.3-56% (geomean 7.4%)
+# (raw_pingpong_176_vs_128_*_2026-11-27_0ec68c5.json)
+NARROW_SHARE = {192: 0.98, 128: 1.02}
 
 
 def _pingpong_prior(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
     """K within PINGPONG_K: the ping-pong schedule, whose warpgroups store one tile while the other multiplies the
     next (a short K leaves the epilogue a large share of a tile's time). 128x192 where 128x128 tiles would take more
     than PINGPONG_WIDE_WAVES waves and 192 columns tile N with at most 5% padding (fewer bytes a FLOP from L2), else
-    128x128; 128x176 instead of 192 where it shortens the busiest CTA's work enough (NARROW_WIDE_AREA); a grid taller than wide whose B takes at most ROWS_B_BYTES in rows of tiles (every tile-row reads all of
-    B again, from L2 while it fits; 4096x16384x2048 in rows read 0.72 of best NVIDIA against 1.00 in bands), any
-    other in square bands (`_square_band`); [] where the tile's grid fills less than WAVE_FILL of the SMs. The even
+    128x128; 128x176 instead of either where it leaves the busiest CTA few enough columns (NARROW_SHARE); a grid
+    taller than wide whose B takes at most ROWS_B_BYTES in rows of tiles (every tile-row reads all of B again, from L2
+    while it fits; 4096x16384x2048 in rows read 0.72 of best NVIDIA against 1.00 in bands), any other in square
+    bands (`_square_band`); [] where the tile's grid fills less than WAVE_FILL of the SMs. The even
     grid, where it pays, is `_listed_priors`' (`pricing.even_grid`; below POWER_LIMIT_FLOP it changes nothing).
 
     Against the best of each shape's first batch at 13a0c15 (the policy's first four proposals, the same rounds, best
@@ -499,12 +505,12 @@ def _pingpong_prior(shape: tuple[int, int, int], sms: int = 132) -> list[dict[st
         return []
     wide = (ceil_div(m, 128) * ceil_div(n, 128) > PINGPONG_WIDE_WAVES * sms
             and n / (192 * ceil_div(n, 192)) >= 0.95)
-    tn = 192 if wide else 128
-    if wide and _makespan(m, n, 176, sms) <= NARROW_WIDE_AREA * _makespan(m, n, 192, sms):
+    tn, rows = (192 if wide else 128), ceil_div(m, 128)
+    if pricing.wave_fill(rows * ceil_div(n, tn), sms) < WAVE_FILL:
+        return []  # and 176 too: no grid that 128 or 192 leaves this empty was timed with it
+    if _makespan(m, n, 176, sms) <= NARROW_SHARE[tn] * _makespan(m, n, tn, sms):
         tn = 176
-    rows, cols = ceil_div(m, 128), ceil_div(n, tn)
-    if pricing.wave_fill(rows * cols, sms) < WAVE_FILL:
-        return []
+    cols = ceil_div(n, tn)
     group = 1 if rows > cols and 2 * n * k <= ROWS_B_BYTES else _widest_band(rows, _square_band(128, tn, sms))
     # 176's fifth stage past K = 256's four blocks: on 4096x12288x256 five read 3.8% faster than four back to back
     return _k_ring(128, tn, shape, past_k=tn == 176, group=group, schedule="pingpong")
