@@ -19,7 +19,10 @@ from evaluator.dispatch import read_manifest  # noqa: E402
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("aio")
-    cfg, summary, _ = campaign(tmp, [(64, 64, 64), (128, 256, 512)], budget=4)
+    cfg, summary, log = campaign(tmp, [(64, 64, 64), (128, 256, 512)], budget=4)
+    # once in CI the export held one shape's kernel (not reproduced in 8 loaded reruns): say why if it recurs
+    assert not summary["failures"] and all(s["best_variant_id"] for s in summary["shapes"].values()) and len(
+        summary["shapes"]) == 2, (summary, log[-3000:])
     return cfg
 
 
