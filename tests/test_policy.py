@@ -876,7 +876,7 @@ def test_raw_mid_shape_priors_fill_the_sms_with_a_deep_ring(shape, tiles):
     ((16384, 12288, 512), (192, 16, 4, "even")),  # 68 tiles of 176 against 63 of 192: 0.989, 192 stays
     ((2944, 2880, 1024), (176, 1, 5, "full")),  # 3 tiles of 176 a CTA against 4 of 128; now taller than wide: rows
     ((2816, 4544, 768), (128, 8, 6, "full")),  # 5 of 176 against 6 of 128: 1.146 of its columns, 128 stays
-    ((168, 9984, 1344), None),  # 128's grid fills too little of its second wave; 176's was never timed there
+    ((168, 9984, 1344), None),  # 128x128 fills 59% of two waves: no ping-pong prior, 176 (86% of one) untimed there
     ((1024, 4096, 256), (128, 4, 4, "full")),  # four k-blocks: a ring no deeper
     ((4096, 1024, 128), None),  # two k-blocks: below PINGPONG_K
     ((8192, 8192, 4096), None),  # K = 4096: the cooperative 128x256 first
