@@ -454,6 +454,9 @@ def test_variants_of_each_family_compile_with_nvcc():
         (hopper_raw.render(dict(RAW_OK, tile_n=192, stages=4, group=8, schedule="pingpong", pdl=True)), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, tile_m=64, tile_n=256, stages=4, epi="direct", schedule="pingpong")),
          "sm_90a"),
+        # the TMA epilogue's narrow last sub-tile: 48 columns (ping-pong 176), 32 (cooperative 256x160)
+        (hopper_raw.render(dict(RAW_OK, tile_n=176, stages=5, group=16, schedule="pingpong", pdl=True)), "sm_90a"),
+        (hopper_raw.render(dict(RAW_OK, tile_m=256, tile_n=160, stages=3, group=2, l2_evict_first="c")), "sm_90a"),
         (small.render(dict(SMALL_CLUSTER, pdl=True)), "sm_90a"),
     ]
     infos = _build_all(jobs)
