@@ -44,7 +44,8 @@ DOMAIN: dict[str, tuple] = {
     # cluster_k_split_h200_2026-11-26_31ba481.json)
     "cluster_k": (1, 2, 3, 4, 5, 6, 7, 8),
     "acc": ("fp32",),
-    # direct: half2 stores from the accumulator registers; tma: 64x64 sub-tiles through shared memory, TMA stores
+    # direct: half2 stores from the accumulator registers; tma: 64x64 sub-tiles (the last 16-48 columns wide where
+    # tile_n is not a multiple of 64) through shared memory, TMA stores
     "epi": ("direct", "tma"),
     # alternate: a CTA walks K backward on every other work unit, so a wave starts on what the last one left in L2
     "k_order": ("forward", "alternate"),
