@@ -472,7 +472,7 @@ ROWS_B_BYTES = 8 << 20  # a tall grid walks rows of tiles where all of B takes a
 # 0.982-1.069 192 on 12 of 13 (geomean 2.1%); on 16 shapes not used to set it the pick was faster in server mode on
 # 15, one 1.3% slower (docs/benchmarks/data/raw_pingpong_176_*_2026-11-27_36f42ba.json). Against 128, set on 16
 # shapes: at shares 0.825-0.982 176 read faster on 11 of 11 in every mode (server 1.8-14%), at 1.031 from -1.5% to
-# +3.6%, at 1.058-1.146 128 by 3-8%; on 16 fresh shapes at 0.825-1.013, 176 faster back to back on 15 (one
+# +3.6%, at 1.058-1.146 128 by 3-9%; on 16 fresh shapes at 0.825-1.013, 176 faster back to back on 15 (one
 # tie), in server mode on 13 (three 0.5-4% slower). As listed, on the 22 of 2,997 random off-grid shapes it changes
 # (none used to set it) the new prior read faster in every mode on all 22, server 0.3-56% (geomean 7.4%)
 # (raw_pingpong_176_vs_128_*_2026-11-27_0ec68c5.json)
