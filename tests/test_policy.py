@@ -872,7 +872,10 @@ def test_raw_mid_shape_priors_fill_the_sms_with_a_deep_ring(shape, tiles):
     ((16384, 1024, 1024), (128, 1, 6, "full")),  # 192 columns would pad N=1024 by 11%
     ((8192, 12288, 512), (176, 16, 5, "full")),  # 34 tiles of 176 a CTA against 32 of 192: 0.974 of the work
     ((9472, 2048, 1536), (176, 1, 5, "full")),  # 7 tiles a CTA either way: 176 ends 8% sooner
-    ((4096, 12288, 256), (176, 16, 5, "full")),  # 176's fifth stage past K's four blocks
+    ((4096, 12288, 256), (176, 1, 5, "full")),  # 176's fifth stage past K's four blocks; 32 tile-rows at K=256: rows
+    ((6912, 10496, 256), (192, 1, 4, "full")),  # wide, but 54 tile-rows at K = 256 with 5 MB of B: rows
+    ((2560, 14848, 256), (192, 8, 4, "full")),  # 20 tile-rows: bands
+    ((4608, 10432, 320), (192, 16, 4, "full")),  # 36 tile-rows, but K = 320: bands
     ((16384, 12288, 512), (192, 16, 4, "even")),  # 68 tiles of 176 against 63 of 192: 0.989, 192 stays
     ((2944, 2880, 1024), (176, 1, 5, "full")),  # 3 tiles of 176 a CTA against 4 of 128; now taller than wide: rows
     ((2816, 4544, 768), (128, 8, 6, "full")),  # 5 of 176 against 6 of 128: 1.146 of its columns, 128 stays
@@ -886,7 +889,8 @@ def test_raw_mid_shape_priors_fill_the_sms_with_a_deep_ring(shape, tiles):
 def test_raw_pingpong_prior_comes_first_from_k_256_to_2048(shape, first):
     """hopper_raw's ping-pong prior: 128x192 beyond eight waves of 128x128 where 192 tiles N with little padding, else
     128x128, either replaced by 128x176 where the busiest CTA's columns allow (`hopper_raw.NARROW_SHARE`); tall
-    grids whose B fits in rows, others in square bands; first in the family's list, mid and large alike, and the
+    grids whose B fits in rows (and at K = 256 grids of 32 tile-rows or more), others in square bands; first in the
+    family's list, mid and large alike, and the
     cooperative tile of its width no longer listed beside it below the large class."""
     ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
     pp = [p for p in ps if p.get("schedule") == "pingpong"]
@@ -904,6 +908,28 @@ def test_raw_pingpong_prior_comes_first_from_k_256_to_2048(shape, first):
     coop = {k: v for k, v in ps[0].items() if k != "schedule"}
     assert costmodel.estimate_us("hopper_raw", ps[0], shape, "sm_90a") < costmodel.estimate_us(
         "hopper_raw", coop, shape, "sm_90a")
+
+
+@pytest.mark.parametrize("shape,listed", [
+    ((1152, 2304, 3072), [(176, 5), (64, 7)]),  # one wave of 176 where 64 takes three
+    ((896, 6016, 3072), [(176, 5), (128, 6)]),  # two waves of 176 where 128 takes three
+    ((1536, 1728, 5120), [(176, 5), (64, 7)]),
+    ((1664, 2816, 2560), [(64, 7)]),  # 176's busiest CTA 1.1 of 64's columns
+    ((256, 11136, 5312), [(64, 7)]),  # two tile-rows: below COOP_176_MIN_M
+    ((1152, 2304, 2048), [(64, 7)]),  # K = 2048: the ping-pong prior's range (its grid too empty here)
+    ((1536, 1728, 8192), [(256, 4), (128, 4), (192, 3)]),  # large: the listed priors
+])
+def test_raw_cooperative_176_goes_first_on_mid_shapes_past_ping_pong_k(shape, listed):
+    """Mid shapes of K 2049-6144: the cooperative 128x176 with five stages ahead of a listed 128x64 or 128x128 tile
+    where its busiest CTA computes at most 0.98 of that tile's columns (`hopper_raw._coop_176_first`), and it takes
+    hopper_raw's slot of the first batch."""
+    ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
+    assert [(p["tile_n"], p["stages"]) for p in ps] == listed
+    assert all(get("hopper_raw").feasible(p, shape, "sm_90a") == (True, "") for p in ps)
+    if listed[0][0] == 176:
+        assert ps[0]["tile_m"] == 128 and ps[0].get("schedule", "cooperative") == "cooperative"
+        batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 4)
+        assert canonical(normal_params("hopper_raw", ps[0])) in {canonical(c.params) for c in batch}
 
 
 @pytest.mark.parametrize("shape,tiles", [

@@ -456,6 +456,7 @@ def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[di
         if pricing.wave_fill(tiles[tn], sms) < WAVE_FILL or any(q["tile_n"] == tn for q in out):
             continue
         out += _k_ring(128, tn, shape)
+    out[:0] = _coop_176_first(shape, out, sms)
     if not out and m >= 512 and k <= 2048 and pricing.wave_fill(ceil_div(m, 64) * ceil_div(n, 64), sms) >= WAVE_FILL:
         out += _k_ring(64, 64, shape)
     return out[:2]
@@ -466,6 +467,13 @@ def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[di
 PINGPONG_K = (256, 2048)
 PINGPONG_WIDE_WAVES = 8  # 128x128 tiles beyond this many waves: 128x192 instead
 ROWS_B_BYTES = 8 << 20  # a tall grid walks rows of tiles where all of B takes at most this much of L2
+# ... and so does any grid of at least ROWS_MIN_TILE_ROWS tile-rows at K <= ROWS_K. Rows against the prior's square
+# bands on 32 fresh shapes of K = 256-320 with B <= 8 MB (H200, same rounds): at K = 256 and >= 32 tile-rows rows read
+# faster on 14 of 14 in every mode, by 0.4-5.2% back to back (geomean 3.0%) and 0.8-10.7% in server mode (5.1%); at
+# K = 320 on 2 of 5; with 16-31 tile-rows on 6 of 13 back to back (geomean -1.0%)
+# (raw_pingpong_rows_k256_*_h200_2026-11-27_ab223ee.json)
+ROWS_K = 256
+ROWS_MIN_TILE_ROWS = 32
 # 128x176 (five stages fit) instead of the width the rule above picks where its busiest CTA's columns (`_makespan`)
 # are at most this share of that width's. Against 192, set on 28 wide shapes of K 256-2048 (H200, both tiles in the
 # same rounds): at shares 0.917-0.978 176 read faster on 15 of 15 in server mode (0.7-7.5%, geomean 3.6%), at
@@ -484,8 +492,9 @@ def _pingpong_prior(shape: tuple[int, int, int], sms: int = 132) -> list[dict[st
     next (a short K leaves the epilogue a large share of a tile's time). 128x192 where 128x128 tiles would take more
     than PINGPONG_WIDE_WAVES waves and 192 columns tile N with at most 5% padding (fewer bytes a FLOP from L2), else
     128x128; 128x176 instead of either where it leaves the busiest CTA few enough columns (NARROW_SHARE); a grid
-    taller than wide whose B takes at most ROWS_B_BYTES in rows of tiles (every tile-row reads all of B again, from L2
-    while it fits; 4096x16384x2048 in rows read 0.72 of best NVIDIA against 1.00 in bands), any other in square
+    taller than wide, or of many tile-rows at K = 256 (ROWS_K), whose B takes at most ROWS_B_BYTES in rows of tiles
+    (every tile-row reads all of B again, from L2 while it fits; 4096x16384x2048 in rows read 0.72 of best NVIDIA
+    against 1.00 in bands), any other in square
     bands (`_square_band`); [] where the tile's grid fills less than WAVE_FILL of the SMs. The even
     grid, where it pays, is `_listed_priors`' (`pricing.even_grid`; below POWER_LIMIT_FLOP it changes nothing).
 
@@ -512,9 +521,40 @@ def _pingpong_prior(shape: tuple[int, int, int], sms: int = 132) -> list[dict[st
     if _makespan(m, n, 176, sms) <= NARROW_SHARE[tn] * _makespan(m, n, tn, sms):
         tn = 176
     cols = ceil_div(n, tn)
-    group = 1 if rows > cols and 2 * n * k <= ROWS_B_BYTES else _widest_band(rows, _square_band(128, tn, sms))
+    rows_first = rows > cols or (k <= ROWS_K and rows >= ROWS_MIN_TILE_ROWS)
+    group = 1 if rows_first and 2 * n * k <= ROWS_B_BYTES else _widest_band(rows, _square_band(128, tn, sms))
     # 176's fifth stage past K = 256's four blocks: on 4096x12288x256 five read 3.8% faster than four back to back
     return _k_ring(128, tn, shape, past_k=tn == 176, group=group, schedule="pingpong")
+
+
+# K past the ping-pong prior's where a cooperative 128x176 goes first (`_coop_176_first`): measured at 2560-6144
+COOP_176_K = (PINGPONG_K[1] + 1, 6144)
+COOP_176_SHARE = 0.98
+COOP_176_MIN_M = 3 * 128  # three full tile-rows: below, the wide wgmma tiles led on 4 of 7 (M = 192-304)
+
+
+def _coop_176_first(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms: int) -> list[dict[str, Any]]:
+    """K within COOP_176_K: the cooperative 128x176 with five stages ahead of a listed cooperative 128x64 or 128x128
+    where its busiest CTA computes at most COOP_176_SHARE of that tile's columns (`_makespan`; a wave of 176 where
+    64 takes three, two where 128 takes three). Against each shape's whole first batch at ab223ee, in the same rounds
+    (H200, best NVIDIA): on nine fresh shapes at a share of 0.917 176 read faster on all nine in every mode, by
+    1.6-8.7% back to back (geomean 4.0%), 2.1-9.0% separated (4.9%) and 3.1-9.9% in server mode (5.8%); at a share
+    of 1.1 (six shapes, 128x64 listed) from 10.5% slower to 16% faster, three of six. On 14 more at 0.917 it read
+    9-39% faster than the listed tile alone, every mode (raw_coop_176_mid_*_h200_2026-11-27_ab223ee.json). As
+    listed, on the 13 of 2,997 random off-grid shapes it changed without the COOP_176_MIN_M guard, faster than the
+    old first batch on all six of M >= 384 (1.9-44% back to back, 5.8-29% in server mode) and on three of seven below
+    it, where the wgmma family's 128x192 and 128x256 led by 1-16% on M = 256-304
+    (raw_coop_176_listed_h200_2026-11-27_ab223ee.json). From LARGE_FLOP, against 128x256 or 256x192, it read 3-12%
+    slower on eleven big shapes, in 2-CTA clusters 1-8% (raw_coop_176_big_h200_2026-11-27_ab223ee.json), so the rule
+    stays with the mid shapes."""
+    m, n, k = shape
+    first = listed[0] if listed else None
+    if (not COOP_176_K[0] <= k <= COOP_176_K[1] or m < COOP_176_MIN_M or first is None
+            or first.get("schedule") == "pingpong"
+            or first["tile_m"] != 128 or first["tile_n"] not in (64, 128)
+            or _makespan(m, n, 176, sms) > COOP_176_SHARE * _makespan(m, n, first["tile_n"], sms)):
+        return []
+    return _k_ring(128, 176, shape, past_k=True)
 
 
 def _makespan(m: int, n: int, tile_n: int, sms: int) -> int:
