@@ -544,8 +544,8 @@ def _coop_176_first(shape: tuple[int, int, int], listed: list[dict[str, Any]], s
     listed, on the 13 of 2,997 random off-grid shapes it changed without the COOP_176_MIN_M guard, faster than the
     old first batch on all six of M >= 384 (1.9-44% back to back, 5.8-29% in server mode) and on three of seven below
     it, where the wgmma family's 128x192 and 128x256 led by 1-16% on M = 256-304
-    (raw_coop_176_listed_h200_2026-11-27_ab223ee.json). From LARGE_FLOP, against 128x256 or 256x192, it read 3-12%
-    slower on eleven big shapes, in 2-CTA clusters 1-8% (raw_coop_176_big_h200_2026-11-27_ab223ee.json), so the rule
+    (raw_coop_176_listed_h200_2026-11-27_ab223ee.json). From LARGE_FLOP, against 128x256 or 256x192, it read 3-11%
+    slower on eleven big shapes, in 2-CTA clusters 2-12% (raw_coop_176_big_h200_2026-11-27_ab223ee.json), so the rule
     stays with the mid shapes."""
     m, n, k = shape
     first = listed[0] if listed else None
