@@ -529,7 +529,7 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
         fix = 0.0
     elif p["scheduler"] == "streamk":
         units = tiles * p["splits"] if p["splits"] > 1 else max(tiles, sms)
-        waves_factor = 1.0 if p["splits"] == 1 else ceil_div(units, sms) * sms / units
+        waves_factor = 1.0 / pricing.STREAMK_SHARED_SPEED if p["splits"] == 1 else ceil_div(units, sms) * sms / units
         fix = ((2.0 if (p["splits"] > 1 or tiles % sms) else 0.0)
                + pricing.STREAMK_SPLIT_US * p["splits"] * (p["splits"] > 1))
     elif p["scheduler"] == "batched":

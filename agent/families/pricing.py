@@ -34,6 +34,12 @@ STREAMK_FIXUP_WAVES = 0.09  # the fix-up, in waves of the persistent grid
 # each further split of every tile, there: 2 splits measured 0.942 against 0.984 without (8192x4096x16384) and
 # 0.89 against 0.93-0.97 (8192x2048x8192) in a campaign where the model had ranked them first
 STREAMK_SPLIT_POWER = 0.05
+# Stream-K without a split below the power limit spreads the tiles' k-blocks evenly over every SM, yet the CUTLASS
+# kernel reads well below that ideal: on 43 mid shapes of 2^33-2^35 FLOP (H200 and H100 probes, back to back, each
+# beside the best other player in the same rounds; docs/benchmarks/data, scripts/costmodel_check.py) the cost model
+# priced it 1.33x too fast (geomean; 41 of 43 by 1.14-1.59x) and it read 0.58-0.85 of best NVIDIA. Its compute
+# time is divided by this speed there.
+STREAMK_SHARED_SPEED = 0.75
 # grid=even (the fewest persistent CTAs that take the same waves) beside one CTA per SM, power-steady on three H200s
 # (three sweeps): hopper_raw +1.0/+1.4/+1.6% on 8192x2048x8192, +1.3/+1.4/+1.4% on 8192x4096x16384, +0.8% on
 # 4096x12288x16384 and 16384x12288x8192, 0.0% on 1024x12288x8192; CUTLASS persistent +0.8% and 0.0% there
