@@ -540,7 +540,7 @@ def _coop_176_first(shape: tuple[int, int, int], listed: list[dict[str, Any]], s
     (H200, best NVIDIA): on nine fresh shapes at a share of 0.917 176 read faster on all nine in every mode, by
     1.6-8.7% back to back (geomean 4.0%), 2.1-9.0% separated (4.9%) and 3.1-9.9% in server mode (5.8%); at a share
     of 1.1 (six shapes, 128x64 listed) from 10.5% slower to 16% faster, three of six. On 14 more at 0.917 it read
-    9-39% faster than the listed tile alone, every mode (raw_coop_176_mid_*_h200_2026-11-27_ab223ee.json). As
+    8-44% faster than the listed tile alone, every mode (raw_coop_176_mid_*_h200_2026-11-27_ab223ee.json). As
     listed, on the 13 of 2,997 random off-grid shapes it changed without the COOP_176_MIN_M guard, faster than the
     old first batch on all six of M >= 384 (1.9-44% back to back, 5.8-29% in server mode) and on three of seven below
     it, where the wgmma family's 128x192 and 128x256 led by 1-16% on M = 256-304
