@@ -332,6 +332,26 @@ def test_stream_k_below_the_power_limit_ranks_behind_what_measured_faster(shape,
     assert any(c.family == "hopper_wgmma" and c.params["scheduler"] == "streamk" for c in batch) == in_batch
 
 
+def test_ping_pong_stores_from_registers_rank_behind_the_tma_epilogue():
+    """A ping-pong warpgroup storing from registers outlasts the other's mainloop: the 128x128 read 0.38-0.58 of the
+    same tile with the TMA epilogue on five H100 shapes (`hopper_raw.PINGPONG_DIRECT_SPEED`), and the model, which
+    had ranked such tiles first, now ranks each below its TMA twin."""
+    rows = json.loads((Path(__file__).resolve().parents[1] / "docs/benchmarks/data/"
+                       "raw_pingpong_h100_2026-11-27_13a0c15.json").read_text())["results"]
+    pairs = {}
+    for e in rows:
+        p = e["params"]
+        if (e["mode"] == "back-to-back" and e["family"] == "hopper_raw" and p.get("schedule") == "pingpong"
+                and (p["tile_m"], p["tile_n"], p["group"]) == (128, 128, 1)):
+            pairs.setdefault(tuple(e["shape"]), {})[p.get("epi", "direct")] = (e["vs_best_nvidia"], p)
+    pairs = {s: v for s, v in pairs.items() if len(v) == 2}
+    assert len(pairs) == 5
+    for s, v in pairs.items():
+        assert v["direct"][0] < 0.6 * v["tma"][0]
+        assert costmodel.estimate_us("hopper_raw", v["direct"][1], s, "sm_90a") > costmodel.estimate_us(
+            "hopper_raw", v["tma"][1], s, "sm_90a")
+
+
 def test_power_limited_grids_of_four_waves_start_even():
     """grid=even measured +0.8-1.6% power-steady at 3.9-31 waves on three H200s (sweeps r33-r35) and 0.0% at 2.9
     waves: the priors of the power-limited dev shapes with four waves or more start there, the others do not, and the

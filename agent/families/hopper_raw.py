@@ -466,6 +466,7 @@ def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[di
 # H100); from 256 to 2048 0.986-1.082 of it; at 4096 even with the best cooperative tile, from 8192 below it
 PINGPONG_K = (256, 2048)
 PINGPONG_WIDE_WAVES = 8  # 128x128 tiles beyond this many waves: 128x192 instead
+PINGPONG_DIRECT_SPEED = 0.55  # a ping-pong tile's stores from registers against the TMA epilogue (estimate_us)
 ROWS_B_BYTES = 8 << 20  # a tall grid walks rows of tiles where all of B takes at most this much of L2
 # ... and so does any grid of at least ROWS_MIN_TILE_ROWS tile-rows at K <= ROWS_K. Rows against the prior's square
 # bands on 32 fresh shapes of K = 256-320 with B <= 8 MB (H200, same rounds): at K = 256 and >= 32 tile-rows rows read
@@ -715,5 +716,10 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     # run archives: no change beyond 0.05); 1.2 fell 0.11 on the big shapes of K = 1024-8192
     if pingpong and kblocks >= 4:
         band_gain /= 1.0 + min(0.08, 0.9 / kblocks)
+    if pingpong and p.get("epi") != "tma":
+        # a ping-pong warpgroup storing from registers outlasts the other's mainloop and the two serialise: 0.38-0.58
+        # of the same tile with the TMA epilogue, memory-bound K = 64 too (128x128 on five shapes of K = 64-512,
+        # H100, docs/benchmarks/data/raw_pingpong_h100_2026-11-27_13a0c15.json), where the model had ranked it first
+        band_gain /= PINGPONG_DIRECT_SPEED
     return ((max(t_compute, t_mem) + t_chain) * stages_pen * band_gain * 1e6 + pricing.LAUNCH_US
             + pricing.CUTLASS_HOST_US)
