@@ -352,6 +352,24 @@ def test_ping_pong_stores_from_registers_rank_behind_the_tma_epilogue():
             "hopper_raw", v["tma"][1], s, "sm_90a")
 
 
+def test_rows_at_k_256_rank_ahead_of_bands_where_they_measured_faster():
+    """On the 14 probed shapes of K = 256 with at least 32 tile-rows rows read faster than the prior's square bands
+    in every mode (`hopper_raw.ROWS_K`); the cost model now ranks them so (it had priced the two alike)."""
+    data = Path(__file__).resolve().parents[1] / "docs/benchmarks/data"
+    rows = [e for f in ("raw_pingpong_rows_k256_h200_2026-11-27_ab223ee.json",
+                        "raw_pingpong_rows_k256_fresh_h200_2026-11-27_ab223ee.json")
+            for e in json.loads((data / f).read_text())["results"] if e["mode"] == "back-to-back"]
+    by = {}
+    for e in rows:
+        if e["shape"][2] == 256 and -(-e["shape"][0] // 128) >= 32:
+            by.setdefault(tuple(e["shape"]), {})[e["params"]["group"] == 1] = (e["vs_best_nvidia"], e["params"])
+    assert len(by) == 14
+    for s, v in by.items():
+        assert v[True][0] > v[False][0]
+        assert costmodel.estimate_us("hopper_raw", v[True][1], s, "sm_90a") < costmodel.estimate_us(
+            "hopper_raw", v[False][1], s, "sm_90a")
+
+
 def test_power_limited_grids_of_four_waves_start_even():
     """grid=even measured +0.8-1.6% power-steady at 3.9-31 waves on three H200s (sweeps r33-r35) and 0.0% at 2.9
     waves: the priors of the power-limited dev shapes with four waves or more start there, the others do not, and the
