@@ -521,9 +521,8 @@ def _pingpong_prior(shape: tuple[int, int, int], sms: int = 132) -> list[dict[st
         return []  # and 176 too: no grid that 128 or 192 leaves this empty was timed with it
     if _makespan(m, n, 176, sms) <= NARROW_SHARE[tn] * _makespan(m, n, tn, sms):
         tn = 176
-    cols = ceil_div(n, tn)
-    rows_first = rows > cols or (k <= ROWS_K and rows >= ROWS_MIN_TILE_ROWS)
-    group = 1 if rows_first and 2 * n * k <= ROWS_B_BYTES else _widest_band(rows, _square_band(128, tn, sms))
+    tall = rows > ceil_div(n, tn) and 2 * n * k <= ROWS_B_BYTES
+    group = 1 if tall or _rows_at_short_k(rows, n, k) else _widest_band(rows, _square_band(128, tn, sms))
     # 176's fifth stage past K = 256's four blocks: on 4096x12288x256 five read 3.8% faster than four back to back
     return _k_ring(128, tn, shape, past_k=tn == 176, group=group, schedule="pingpong")
 
@@ -556,6 +555,12 @@ def _coop_176_first(shape: tuple[int, int, int], listed: list[dict[str, Any]], s
             or _makespan(m, n, 176, sms) > COOP_176_SHARE * _makespan(m, n, first["tile_n"], sms)):
         return []
     return _k_ring(128, 176, shape, past_k=True)
+
+
+def _rows_at_short_k(rows: int, n: int, k: int) -> bool:
+    """Where a ping-pong grid of `rows` tile-rows walks rows of tiles at short K (ROWS_K, ROWS_MIN_TILE_ROWS), all of
+    B within ROWS_B_BYTES: the prior's order there and the cost model's credit for it."""
+    return k <= ROWS_K and rows >= ROWS_MIN_TILE_ROWS and 2 * n * k <= ROWS_B_BYTES
 
 
 def _makespan(m: int, n: int, tile_n: int, sms: int) -> int:
@@ -699,8 +704,7 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
         inflight = p["stages"] * (a_box_rows(m, tm) + tn) * 128
         t_mem *= 1.0 + 0.25 * max(0.0, 1.0 - inflight / STREAM_INFLIGHT_BYTES)
     # bands of tile-rows keep A's panels in L2 while the band's columns pass (as CUTLASS's swizzle does)
-    if pingpong and p["group"] == 1 and k <= ROWS_K and ceil_div(m, tm) >= ROWS_MIN_TILE_ROWS \
-            and 2 * n * k <= ROWS_B_BYTES:
+    if pingpong and p["group"] == 1 and _rows_at_short_k(ceil_div(m, tm), n, k):
         # rows at K = 256 from 32 tile-rows read 3% faster than the square bands back to back (ROWS_K)
         band_gain = 0.97 * (0.95 if tiles > sms and 2.0 * m * n * k > POWER_LIMIT_FLOP else 1.0)
     elif tiles > sms and 2.0 * m * n * k > POWER_LIMIT_FLOP:
