@@ -980,11 +980,12 @@ def test_raw_pingpong_prior_comes_first_from_k_256_to_2048(shape, first):
     ((256, 11136, 5312), [(64, 7)]),  # two tile-rows: below COOP_176_MIN_M
     ((1152, 2304, 2048), [(176, 5), (64, 7)]),  # K = 2048: the ping-pong prior's range, its grid too empty here
     ((2176, 1216, 1024), [(176, 5), (64, 7)]),
-    ((1152, 2304, 960), [(64, 7)]),  # below COOP_176_K
+    ((1152, 2304, 256), [(176, 5), (64, 4)]),
+    ((1152, 2304, 192), [(64, 3)]),  # below COOP_176_K
     ((1536, 1728, 8192), [(256, 4), (128, 4), (192, 3)]),  # large: the listed priors
 ])
-def test_raw_cooperative_176_goes_first_on_mid_shapes_from_k_1024(shape, listed):
-    """Mid shapes of K 1024-6144 where no ping-pong prior is listed: the cooperative 128x176 with five stages ahead of a listed 128x64 or 128x128 tile
+def test_raw_cooperative_176_goes_first_on_mid_shapes_from_k_256(shape, listed):
+    """Mid shapes of K 256-6144 where no ping-pong prior is listed: the cooperative 128x176 with five stages ahead of a listed 128x64 or 128x128 tile
     where its busiest CTA computes at most 0.98 of that tile's columns (`hopper_raw._coop_176_first`), and it takes
     hopper_raw's slot of the first batch."""
     ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")

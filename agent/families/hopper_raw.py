@@ -527,9 +527,9 @@ def _pingpong_prior(shape: tuple[int, int, int], sms: int = 132) -> list[dict[st
     return _k_ring(128, tn, shape, past_k=tn == 176, group=group, schedule="pingpong")
 
 
-# K where a cooperative 128x176 goes first (`_coop_176_first`): measured at 1024-6144; within PINGPONG_K only where the
+# K where a cooperative 128x176 goes first (`_coop_176_first`): measured at 256-6144; within PINGPONG_K only where the
 # ping-pong prior is not listed (its 128- and 192-wide grids too empty)
-COOP_176_K = (1024, 6144)
+COOP_176_K = (256, 6144)
 COOP_176_SHARE = 0.98
 COOP_176_MIN_M = 3 * 128  # three full tile-rows: below, the wide wgmma tiles led on 4 of 7 (M = 192-304)
 
@@ -538,9 +538,11 @@ def _coop_176_first(shape: tuple[int, int, int], listed: list[dict[str, Any]], s
     """K within COOP_176_K: the cooperative 128x176 with five stages ahead of a listed cooperative 128x64 or 128x128
     where its busiest CTA computes at most COOP_176_SHARE of that tile's columns (`_makespan`; a wave of 176 where
     64 takes three, two where 128 takes three). Against each shape's whole first batch, in the same rounds (H200,
-    best NVIDIA): at K = 1024-2048 (twelve fresh shapes, 128x64 listed, share 0.917; aaef546) 176 read faster on 11
-    of 12 back to back (geomean 2.2%, one 2.5% slower) and on all twelve separated (5.5%) and in server mode (2.7-12%,
-    geomean 7.0%), and 0.3-2.1% faster than the ping-pong 128x176 on every shape and mode
+    best NVIDIA): at K = 256-896 (ten fresh shapes, 128x64 listed, share 0.917; 33b7fb2) 176 read faster on 7 of 10
+    back to back (geomean 3.9%, the three 0.2-1.4% slower) and on all ten separated (7.6%) and in server mode
+    (0.3-14%, geomean 8.2%) (raw_coop_176_k256_h200_2026-11-27_33b7fb2.json); at K = 1024-2048 (twelve more;
+    aaef546) on 11 of 12 back to back (geomean 2.2%, one 2.5% slower) and on all twelve separated (5.5%) and in server
+    mode (2.7-12%, geomean 7.0%), and 0.3-2.1% faster than the ping-pong 128x176 on every shape and mode
     (raw_coop_176_k1024_h200_2026-11-27_aaef546.json). At K = 2560-6144 (ab223ee) on nine fresh shapes at a share of
     0.917 176 read faster on all nine in every mode, by
     1.6-8.7% back to back (geomean 4.0%), 2.1-9.0% separated (4.9%) and 3.1-9.9% in server mode (5.8%); at a share
