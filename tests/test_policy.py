@@ -997,6 +997,29 @@ def test_raw_cooperative_176_goes_first_on_mid_shapes_from_k_256(shape, listed):
         assert canonical(normal_params("hopper_raw", ps[0])) in {canonical(c.params) for c in batch}
 
 
+@pytest.mark.parametrize("shape,first", [
+    ((5632, 2368, 2368), (128, 176)),  # two waves of 128x256 and of 256x128 tiles where 176 takes 0.86 of one's work
+    ((9600, 1344, 2240), (128, 176)),
+    ((2048, 6656, 2432), (128, 176)),
+    ((1216, 11584, 2112), (128, 256)),  # M below LARGE_176_MIN_M
+    ((3200, 1408, 3904), (128, 256)),  # K past LARGE_176_MAX_K
+    ((6784, 1088, 2496), (128, 256)),  # 256x128's grid as short: share 1.03
+    ((2048, 4096, 4096), (128, 256)),  # from POWER_LIMIT_FLOP
+])
+def test_raw_cooperative_176_goes_first_on_large_shapes_of_a_short_last_wave(shape, first):
+    """From LARGE_FLOP to the power limit, M >= 2048 and K 256-2560: the cooperative 128x176 ahead of the listed tiles
+    where its busiest CTA computes at most 0.9 of theirs (`hopper_raw._large_176_first`), and it takes hopper_raw's
+    slot of the first batch."""
+    ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
+    assert (ps[0]["tile_m"], ps[0]["tile_n"]) == first
+    assert ps[0].get("schedule", "cooperative") == "cooperative"
+    assert all(get("hopper_raw").feasible(p, shape, "sm_90a") == (True, "") for p in ps)
+    if first == (128, 176):
+        assert ps[0]["stages"] == 5 and (ps[1]["tile_m"], ps[1]["tile_n"]) == (128, 256)
+        batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 4)
+        assert canonical(normal_params("hopper_raw", ps[0])) in {canonical(c.params) for c in batch}
+
+
 @pytest.mark.parametrize("shape,tiles", [
     ((64, 2048, 4096), [(32, 2, 16), (32, 1, 16)]),  # 64 tiles: pairs along K fill one wave (128 CTAs)
     # 16 tiles in clusters of 6 (7 and 8 would not all run at once), 6 k-blocks each

@@ -650,7 +650,40 @@ def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str
             out.append(wide)
     # K = 256-2048: ping-pong first (a half-wave grid needs K >= 8192 from LARGE_FLOP, so the two never meet)
     out[:0] = _pingpong_prior(shape, sms)
+    out[:0] = _large_176_first(shape, out, sms)
     return [pricing.even_grid(sys.modules[__name__], p, shape) for p in out]
+
+
+# Large shapes where a cooperative 128x176 goes first (`_large_176_first`), below POWER_LIMIT_FLOP
+LARGE_176_MAX_K = 2560
+LARGE_176_SHARE = 0.9
+LARGE_176_MIN_M = 2048
+
+
+def _large_176_first(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms: int) -> list[dict[str, Any]]:
+    """From LARGE_FLOP to POWER_LIMIT_FLOP, M from LARGE_176_MIN_M and K up to LARGE_176_MAX_K (past the ping-pong
+    prior's): the cooperative 128x176 with five stages ahead of the listed tiles where its busiest CTA computes at most
+    LARGE_176_SHARE of what the least busy of theirs does (`_busiest_area`: a third wave of 128x256 or 256x128 that
+    176 does without). Against each shape's whole first batch at 4ee965f (H200, same rounds, best NVIDIA), on 35
+    off-grid shapes of 2^35-2^36 FLOP in four probes: with M >= 2048 and K <= 2560 176 read faster on the seven the
+    rule was set on, in every mode (back to back by 2.1-13%), and on eight fresh shapes on 5 of 8 back to back
+    (geomean 3.3%; 2048x6656x2432 9% slower, two within 2%), 7 of 8 separated (4.6%) and in server mode (4.0%); at
+    K = 3136-4032 on 4 of 7 (slower on all three from K = 3904); with M < 2048 slower on 9 of 10 (up to 21%), and
+    where a listed tile's grid was as short (share > 1) on all three
+    (raw_coop_176_large_*_h200_2026-11-27_4ee965f.json)."""
+    m, n, k = shape
+    if (not LARGE_FLOP <= flop(shape) < POWER_LIMIT_FLOP or not COOP_176_K[0] <= k <= LARGE_176_MAX_K
+            or m < LARGE_176_MIN_M or n % 8 or k % 8 or not listed or listed[0].get("schedule") == "pingpong"):
+        return []
+    least = min(_busiest_area(m, n, p["tile_m"], p["tile_n"], sms) for p in listed)
+    if _busiest_area(m, n, 128, 176, sms) > LARGE_176_SHARE * least:
+        return []
+    return _k_ring(128, 176, shape, past_k=True)
+
+
+def _busiest_area(m: int, n: int, tile_m: int, tile_n: int, sms: int) -> int:
+    """Output elements the busiest CTA of a persistent grid of tile_m x tile_n tiles computes."""
+    return ceil_div(ceil_div(m, tile_m) * ceil_div(n, tile_n), sms) * tile_m * tile_n
 
 
 def _half_wave_filler(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
