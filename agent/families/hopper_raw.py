@@ -573,7 +573,12 @@ def _rows_at_short_k(rows: int, n: int, k: int) -> bool:
 def _makespan(m: int, n: int, tile_n: int, sms: int) -> int:
     """Columns of output a CTA computes in the busiest slot of a persistent grid of 128-row tiles: its tiles times
     `tile_n` (a narrower tile that adds no tile to that CTA finishes sooner)."""
-    return ceil_div(ceil_div(m, 128) * ceil_div(n, tile_n), sms) * tile_n
+    return _busiest_area(m, n, 128, tile_n, sms) // 128
+
+
+def _busiest_area(m: int, n: int, tile_m: int, tile_n: int, sms: int) -> int:
+    """Output elements the busiest CTA of a persistent grid of tile_m x tile_n tiles computes."""
+    return ceil_div(ceil_div(m, tile_m) * ceil_div(n, tile_n), sms) * tile_m * tile_n
 
 
 def _k_ring(tile_m: int, tile_n: int, shape: tuple[int, int, int], past_k: bool = False,
@@ -679,11 +684,6 @@ def _large_176_first(shape: tuple[int, int, int], listed: list[dict[str, Any]], 
     if _busiest_area(m, n, 128, 176, sms) > LARGE_176_SHARE * least:
         return []
     return _k_ring(128, 176, shape, past_k=True)
-
-
-def _busiest_area(m: int, n: int, tile_m: int, tile_n: int, sms: int) -> int:
-    """Output elements the busiest CTA of a persistent grid of tile_m x tile_n tiles computes."""
-    return ceil_div(ceil_div(m, tile_m) * ceil_div(n, tile_n), sms) * tile_m * tile_n
 
 
 def _half_wave_filler(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
