@@ -985,9 +985,9 @@ def test_raw_pingpong_prior_comes_first_from_k_256_to_2048(shape, first):
     ((1536, 1728, 8192), [(256, 4), (128, 4), (192, 3)]),  # large: the listed priors
 ])
 def test_raw_cooperative_176_goes_first_on_mid_shapes_from_k_256(shape, listed):
-    """Mid shapes of K 256-6144 where no ping-pong prior is listed: the cooperative 128x176 with five stages ahead of a listed 128x64 or 128x128 tile
-    where its busiest CTA computes at most 0.98 of that tile's columns (`hopper_raw._coop_176_first`), and it takes
-    hopper_raw's slot of the first batch."""
+    """Mid shapes of K 256-6144 where no ping-pong prior is listed: the cooperative 128x176 with five stages ahead of a
+    listed 128x64 or 128x128 tile where its busiest CTA computes at most 0.98 of that tile's columns
+    (`hopper_raw._coop_176_first`), and it takes hopper_raw's slot of the first batch."""
     ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
     assert [(p["tile_n"], p["stages"]) for p in ps] == listed
     assert all(get("hopper_raw").feasible(p, shape, "sm_90a") == (True, "") for p in ps)
