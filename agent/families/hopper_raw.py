@@ -672,7 +672,7 @@ def _large_176_first(shape: tuple[int, int, int], listed: list[dict[str, Any]], 
     176 does without). Against each shape's whole first batch at 4ee965f (H200, same rounds, best NVIDIA), on 35
     off-grid shapes of 2^35-2^36 FLOP in four probes: with M >= 2048 and K <= 2560 176 read faster on the seven the
     rule was set on, in every mode (back to back by 2.1-13%), and on eight fresh shapes on 5 of 8 back to back
-    (geomean 3.3%; 2048x6656x2432 9% slower, two within 2%), 7 of 8 separated (4.6%) and in server mode (4.0%); at
+    (geomean 3.3%; 2048x6656x2432 9% slower, two within 2%), 7 of 8 separated (4.5%) and in server mode (4.0%); at
     K = 3136-4032 on 4 of 7 (slower on all three from K = 3904); with M < 2048 slower on 9 of 10 (up to 21%), and
     where a listed tile's grid was as short (share > 1) on all three
     (raw_coop_176_large_*_h200_2026-11-27_4ee965f.json)."""
