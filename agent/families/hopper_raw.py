@@ -744,10 +744,11 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
         inflight = p["stages"] * (a_box_rows(m, tm) + tn) * 128
         t_mem *= 1.0 + 0.25 * max(0.0, 1.0 - inflight / STREAM_INFLIGHT_BYTES)
     # bands of tile-rows keep A's panels in L2 while the band's columns pass (as CUTLASS's swizzle does)
+    power_limited_waves = tiles > sms and 2.0 * m * n * k > POWER_LIMIT_FLOP
     if pingpong and p["group"] == 1 and _rows_at_short_k(ceil_div(m, tm), n, k):
         # rows at K = 256 from 32 tile-rows read 3% faster than the square bands back to back (ROWS_K)
-        band_gain = 0.97 * (0.95 if tiles > sms and 2.0 * m * n * k > POWER_LIMIT_FLOP else 1.0)
-    elif tiles > sms and 2.0 * m * n * k > POWER_LIMIT_FLOP:
+        band_gain = 0.97 * (0.95 if power_limited_waves else 1.0)
+    elif power_limited_waves:
         band_gain = {1: 1.0, 2: 0.98, 4: 0.96, 8: 0.95, 16: 0.95}[p["group"]]
     elif tiles <= sms and 2.0 * m * n * k >= POWER_LIMIT_FLOP and p["group"] > 1:
         # one wave: neighbours sharing the wider operand tile cost less energy (_one_wave_band)
