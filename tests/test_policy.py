@@ -663,11 +663,12 @@ def test_raw_priors_are_feasible_on_the_big_dev_shapes_and_band_as_measured():
         first = (256, 192) if shape in ((4096, 12288, 16384), (16384, 12288, 8192)) else (128, 256)
         assert (ps[0]["tile_m"], ps[0]["tile_n"], ps[0]["epi"]) == (*first, "tma"), shape
     # 128 tiles on 132 SMs: one wave, where neighbours share the wider operand tile: bands of 128x256 (4 of the 8
-    # tile-rows, two bands' worth), rows of 256x128 (a sweep); not where the power limit does not hold the clock
+    # tile-rows, two bands' worth), rows of 256x128 (a sweep); below the power limit 128x256 takes the band that
+    # keeps a GPC's CTAs to the fewest operand panels (4 here too) and 256x128 stays in rows (not measured in bands)
     one_wave = priors.priors("hopper_raw", (1024, 4096, 8192), "fp32", "sm_90a")
     assert [(p["tile_m"], p["group"]) for p in one_wave] == [(128, 4), (256, 1)]
     assert [p["group"] for p in priors.priors("hopper_raw", (4096, 1024, 12288), "fp32", "sm_90a")] == [16, 1]
-    assert [p["group"] for p in priors.priors("hopper_raw", (2048, 2048, 4096), "fp32", "sm_90a")] == [1, 1]
+    assert [p["group"] for p in priors.priors("hopper_raw", (2048, 2048, 4096), "fp32", "sm_90a")] == [4, 1]
     # beyond one wave, bands that square a wave's footprint: 16 tile-rows of 128x256 (A panels half the bytes of
     # B's), 8 of 256x128 and of 256x192
     wide = priors.priors("hopper_raw", (8192, 4096, 16384), "fp32", "sm_90a")
@@ -1281,3 +1282,35 @@ def test_listed_priors_off_the_grid_are_feasible():
     known_gap = lambda fam, shape: fam == "hopper_wgmma" and min(shape[:2]) < 64  # noqa: E731
     bad = [b for b in _refused_priors(shapes, "fp32", "sm_90a") if not known_gap(*b[:2])]
     assert not bad, bad[:10]
+
+
+@pytest.mark.parametrize("shape,first", [
+    ((512, 4096, 4096), (128, 128, 2)),  # 4 tile-rows: the widest band that leaves two
+    ((1024, 2048, 12288), (128, 128, 4)),  # runs of 16 CTAs as 4x4 tiles: 8 panels, where rows read 17
+    ((1024, 1024, 4096), (128, 64, 2)),  # 2 and 4 tie for 128x64 (768 bytes of panel sides a run): the narrower
+    ((2048, 512, 8192), (128, 64, 1)),  # 8 tile-columns: a run of rows already covers two tile-rows, as bands do
+    ((1024, 4096, 4096), (128, 256, 4)),  # below the power limit, the listed 128x256 too
+    ((256, 8192, 4096), (128, 128, 1)),  # two tile-rows: no band leaves two bands' worth
+    ((768, 2816, 5120), (128, 128, 2)),  # 6 tile-rows of 22 tiles (132): a band of 4 would leave one and a half
+])
+def test_raw_one_wave_grids_take_the_band_that_keeps_a_gpc_to_few_operand_panels(shape, first):
+    """A one-wave grid of a 128-row cooperative tile (64, 128 or 256 wide) is ordered in the band whose runs of 16
+    consecutive work units (about a GPC's CTAs) touch the fewest operand bytes (`hopper_raw._gpc_band`): every tile
+    is resident at once, yet neighbours that share a tile make the L2 serve fewer sectors."""
+    from agent.families import hopper_raw
+
+    ps = [p for p in priors.priors("hopper_raw", shape, "fp32", "sm_90a") if p.get("schedule") != "pingpong"]
+    assert (ps[0]["tile_m"], ps[0]["tile_n"], ps[0]["group"]) == first
+    assert hopper_raw.feasible(ps[0], shape, "sm_90a") == (True, "")
+
+
+def test_gpc_band_counts_the_operand_panels_of_each_run_of_consecutive_work_units():
+    from agent.families.hopper_raw import _gpc_band
+
+    # 4 x 32 tiles of 128x128: rows put 1 A and 16 B panels in a run of 16, bands of 2 2 and 8; 4 would leave one band
+    assert _gpc_band(4, 32, 128, 128) == 2
+    assert _gpc_band(8, 16, 128, 128) == 4  # 4 + 4 panels
+    assert _gpc_band(8, 16, 128, 256) == 4  # 4x128 + 4x256 = 8x128 + 2x256: the narrower band
+    assert _gpc_band(16, 8, 256, 128) == 1  # a run of rows is 2 x 8 tiles, as square as any band's
+    assert _gpc_band(1, 100, 128, 128) == 1
+    assert _gpc_band(32, 1, 128, 64) == 1  # one tile-column: every order is the same

@@ -350,7 +350,7 @@ def _a_streaming_tile(shape: tuple[int, int, int], sms: int = 132) -> list[dict[
     m, n, _ = shape
     if n % 8 or pricing.wave_fill(ceil_div(m, 128), sms) < A_TILE_FILL:
         return []
-    return _k_ring(128, 64, shape)
+    return _k_ring(128, 64, shape, sms=sms)
 
 
 def _streaming_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
@@ -455,7 +455,7 @@ def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[di
     for tn in order:
         if pricing.wave_fill(tiles[tn], sms) < WAVE_FILL or any(q["tile_n"] == tn for q in out):
             continue
-        out += _k_ring(128, tn, shape)
+        out += _k_ring(128, tn, shape, sms=sms)
     out[:0] = _coop_176_first(shape, out, sms)
     if not out and m >= 512 and k <= 2048 and pricing.wave_fill(ceil_div(m, 64) * ceil_div(n, 64), sms) >= WAVE_FILL:
         out += _k_ring(64, 64, shape)
@@ -581,12 +581,15 @@ def _busiest_area(m: int, n: int, tile_m: int, tile_n: int, sms: int) -> int:
     return ceil_div(ceil_div(m, tile_m) * ceil_div(n, tile_n), sms) * tile_m * tile_n
 
 
-def _k_ring(tile_m: int, tile_n: int, shape: tuple[int, int, int], past_k: bool = False,
+def _k_ring(tile_m: int, tile_n: int, shape: tuple[int, int, int], past_k: bool = False, sms: int = 132,
             **knobs: Any) -> list[dict[str, Any]]:
     """A tile with the TMA epilogue (and `knobs`: a band, the schedule) and the deepest ring that fits but no deeper
     than K's blocks (two at least) unless `past_k` (the producer fills the rest with the next tile's blocks); [] where
-    the shape refuses it."""
-    base = {"tile_m": tile_m, "tile_n": tile_n, "group": 1, "acc": "fp32", "epi": "tma", **knobs}
+    the shape refuses it. Unless `knobs` name a band, a one-wave grid of a measured width takes `_gpc_band`'s."""
+    rows, cols = ceil_div(shape[0], tile_m), ceil_div(shape[1], tile_n)
+    one_wave = tile_m == 128 and tile_n in GPC_BAND_WIDTHS and rows * cols <= sms
+    group = _gpc_band(rows, cols, tile_m, tile_n) if one_wave else 1
+    base = {"tile_m": tile_m, "tile_n": tile_n, "group": group, "acc": "fp32", "epi": "tma", **knobs}
     p = _k_deep(base, max(DOMAIN["stages"]) if past_k else ceil_div(shape[2], 64))
     return [p] if feasible(p, shape, "sm_90a")[0] else []
 
@@ -606,6 +609,37 @@ def _square_band(tile_m: int, tile_n: int, sms: int) -> int:
     return 2 ** round(math.log2(g))
 
 
+# CTAs launched one after another that a band should keep to few operand panels (`_gpc_band`): about a GPC's SMs
+# (132 SMs in 8 GPCs on an H100 or H200)
+GPC_CTAS = 16
+# 128-row tile widths whose one-wave grids were measured in bands (`_gpc_band`); 176 and 64-row tiles were not
+GPC_BAND_WIDTHS = (64, 128, 256)
+
+
+def _gpc_band(rows: int, cols: int, tile_m: int, tile_n: int) -> int:
+    """The band (tile-rows) of a one-wave grid whose runs of GPC_CTAS consecutive work units (the kernel's tile order,
+    `tile_coords`) read the fewest operand bytes: each run's distinct tile-rows times tile_m plus its distinct
+    tile-columns times tile_n, summed over the runs; ties go to the narrower band. Every tile is resident at once, so
+    the order only places tiles, yet CTAs launched next to each other that share an operand's tile make the L2 serve
+    fewer sectors: on 512x4096x4096 (128x128, H200, Nsight Compute) rows of tiles read 7.9M, bands of 2 6.7M, of 4
+    6.0M (nvjet, in 2-CTA clusters, 4.2M). Against rows, on twelve one-wave shapes fresh to the question (H200, same
+    rounds, best NVIDIA; 128x64, 128x128, 128x256 tiles, K = 128-12288), bands of 2 read faster on 12 of 12 back to
+    back (0.3-5.7%), 12 of 12 separated and 11 of 12 in server mode (to 11%, one 0.1% slower); where both ran, 4
+    against 2 was ahead on the 128x128 and 128x256 tiles (0-1.6%) and behind on 128x64 (0.8-2%), as the count
+    says; 8 rows of 128x64 on an 8-column grid read 26% below rows back to back
+    (docs/benchmarks/data/raw_gpc_band_h200_2026-11-27_7d6dff4.json)."""
+    def panels(g: int) -> int:
+        coords = []
+        for t in range(rows * cols):
+            first = t // (g * cols) * g
+            height = min(g, rows - first)
+            r = t - first * cols
+            coords.append((first + r % height, r // height))
+        runs = (coords[i:i + GPC_CTAS] for i in range(0, len(coords), GPC_CTAS))
+        return sum(len({a for a, _ in run}) * tile_m + len({b for _, b in run}) * tile_n for run in runs)
+    return min((g for g in (1, 2, 4, 8, 16) if g == 1 or rows >= 2 * g), key=lambda g: (panels(g), g))
+
+
 def _one_wave_band(rows: int, tile_m: int, tile_n: int, tiles: int) -> int:
     """The tile order of a grid that runs in one wave, where every tile is resident at once and the order only decides
     which CTAs are launched next to each other: in bands (neighbours down M, sharing B's tile) where B's tile is the
@@ -619,7 +653,7 @@ def _one_wave_band(rows: int, tile_m: int, tile_n: int, tiles: int) -> int:
 def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
     """The hand-written kernel's tiles that matched cuBLASLt's cycles (128x256, then 256x128) with the TMA epilogue and
     the deepest ring; beyond one wave, bands that keep a wave's footprint square (`_square_band`), and on one wave
-    the order `_one_wave_band` measured. 256x192 where 192 divides N, as for CUTLASS, and first where 128x256 would
+    the order `_one_wave_band` measured at the power limit, `_gpc_band`'s below it. 256x192 where 192 divides N, as for CUTLASS, and first where 128x256 would
     take more than four waves. No 2-CTA cluster: it has not been timed beyond one wave since its barrier fix
     (docs/benchmarks/data/sweeps/cluster_arrive_2026-11-23_3767b20.txt), and on one wave it measured 0.987-0.994 in
     bands.
@@ -636,8 +670,9 @@ def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str
         rows, tiles = ceil_div(m, tm), ceil_div(m, tm) * ceil_div(n, tn)
         if tiles > sms:
             group = _widest_band(rows, _square_band(tm, tn, sms))
-        else:  # measured only where the power limit holds the clock
-            group = _one_wave_band(rows, tm, tn, tiles) if flop(shape) >= POWER_LIMIT_FLOP else 1
+        else:  # `_one_wave_band` measured only where the power limit holds the clock
+            group = (_one_wave_band(rows, tm, tn, tiles) if flop(shape) >= POWER_LIMIT_FLOP
+                     else _gpc_band(rows, ceil_div(n, tn), tm, tn) if tm == 128 else 1)
         p = {"tile_m": tm, "tile_n": tn, "stages": 4, "group": group, "acc": "fp32", "epi": "tma"}
         if tiles <= sms and n >= 2 * m:  # B's bytes (N*K) at least twice A's (M*K)
             p["l2_evict_first"] = "bc"
