@@ -1314,3 +1314,22 @@ def test_gpc_band_counts_the_operand_panels_of_each_run_of_consecutive_work_unit
     assert _gpc_band(16, 8, 256, 128) == 1  # a run of rows is 2 x 8 tiles, as square as any band's
     assert _gpc_band(1, 100, 128, 128) == 1
     assert _gpc_band(32, 1, 128, 64) == 1  # one tile-column: every order is the same
+
+
+def test_the_cost_model_prices_a_one_wave_grid_by_the_operand_panels_its_neighbours_touch():
+    """Below the power limit a one-wave hopper_raw grid is priced by `_run_panels` against rows': the band
+    `_gpc_band` picks ahead of rows, 8 tile-rows of 128x64 on an 8-column grid (1.5 times rows' panels) behind them, as
+    measured (docs/benchmarks/data/raw_gpc_band_h200_2026-11-27_7d6dff4.json)."""
+    from agent.families import hopper_raw
+
+    def us(shape, **knobs):
+        p = hopper_raw.validate({"tile_m": 128, "acc": "fp32", "epi": "tma", "pdl": True, **knobs})
+        return hopper_raw.estimate_us(p, shape, "sm_90a")
+
+    assert us((512, 4096, 4096), tile_n=128, stages=6, group=2) < us((512, 4096, 4096), tile_n=128, stages=6, group=1)
+    assert us((1024, 2048, 12288), tile_n=128, stages=6, group=4) < us((1024, 2048, 12288), tile_n=128, stages=6,
+                                                                      group=2)
+    assert us((2048, 512, 8192), tile_n=64, stages=7, group=8) > us((2048, 512, 8192), tile_n=64, stages=7, group=1)
+    # beyond one wave the term does not apply
+    assert us((2048, 4096, 1024), tile_n=128, stages=6, group=2) == us((2048, 4096, 1024), tile_n=128, stages=6,
+                                                                      group=1)

@@ -612,6 +612,10 @@ def _square_band(tile_m: int, tile_n: int, sms: int) -> int:
 # CTAs launched one after another that a band should keep to few operand panels (`_gpc_band`): about a GPC's SMs
 # (132 SMs in 8 GPCs on an H100 or H200)
 GPC_CTAS = 16
+# The time of a one-wave grid below the power limit against rows, as its runs' operand panels (`_run_panels`) against
+# rows' to this power: bands of two read 0.3-5.7% faster back to back with 0.59-0.67 of rows' panels on the probe of
+# `_gpc_band` (2% at 0.59: 0.03), 8 tile-rows of 128x64 with 1.5 times rows' panels 26% slower
+GPC_PANEL_EXP = 0.06
 # 128-row tile widths whose one-wave grids were measured in bands (`_gpc_band`); 176 and 64-row tiles were not
 GPC_BAND_WIDTHS = (64, 128, 256)
 
@@ -628,16 +632,21 @@ def _gpc_band(rows: int, cols: int, tile_m: int, tile_n: int) -> int:
     against 2 was ahead on the 128x128 and 128x256 tiles (0-1.6%) and behind on 128x64 (0.8-2%), as the count
     says; 8 rows of 128x64 on an 8-column grid read 26% below rows back to back
     (docs/benchmarks/data/raw_gpc_band_h200_2026-11-27_7d6dff4.json)."""
-    def panels(g: int) -> int:
-        coords = []
-        for t in range(rows * cols):
-            first = t // (g * cols) * g
-            height = min(g, rows - first)
-            r = t - first * cols
-            coords.append((first + r % height, r // height))
-        runs = (coords[i:i + GPC_CTAS] for i in range(0, len(coords), GPC_CTAS))
-        return sum(len({a for a, _ in run}) * tile_m + len({b for _, b in run}) * tile_n for run in runs)
-    return min((g for g in (1, 2, 4, 8, 16) if g == 1 or rows >= 2 * g), key=lambda g: (panels(g), g))
+    return min((g for g in (1, 2, 4, 8, 16) if g == 1 or rows >= 2 * g),
+               key=lambda g: (_run_panels(rows, cols, g, tile_m, tile_n), g))
+
+
+def _run_panels(rows: int, cols: int, group: int, tile_m: int, tile_n: int) -> int:
+    """The operand panel bytes (in tile sides) that each run of GPC_CTAS consecutive work units touches, summed over
+    the runs, for the kernel's tile order (`tile_coords`) in bands of `group` tile-rows."""
+    coords = []
+    for t in range(rows * cols):
+        first = t // (group * cols) * group
+        height = min(group, rows - first)
+        r = t - first * cols
+        coords.append((first + r % height, r // height))
+    runs = (coords[i:i + GPC_CTAS] for i in range(0, len(coords), GPC_CTAS))
+    return sum(len({a for a, _ in run}) * tile_m + len({b for _, b in run}) * tile_n for run in runs)
 
 
 def _one_wave_band(rows: int, tile_m: int, tile_n: int, tiles: int) -> int:
@@ -788,6 +797,11 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     elif tiles <= sms and 2.0 * m * n * k >= POWER_LIMIT_FLOP and p["group"] > 1:
         # one wave: neighbours sharing the wider operand tile cost less energy (_one_wave_band)
         band_gain = 0.97 if tn > tm else 1.01
+    elif tiles <= sms and tm == 128 and p.get("cluster_m", 1) == 1 and not pingpong:
+        # one wave below the power limit: the fewer operand panels runs of neighbouring CTAs touch, the fewer sectors
+        # the L2 serves (_gpc_band); the time as that count's ratio to rows' to the GPC_PANEL_EXP
+        rows, cols = ceil_div(m, tm), ceil_div(n, tn)
+        band_gain = (_run_panels(rows, cols, p["group"], tm, tn) / _run_panels(rows, cols, 1, tm, tn)) ** GPC_PANEL_EXP
     else:
         band_gain = 1.0
     band_gain *= pricing.even_grid_gain(p, shape)
