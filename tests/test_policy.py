@@ -1292,11 +1292,16 @@ def test_listed_priors_off_the_grid_are_feasible():
     ((1024, 4096, 4096), (128, 256, 4)),  # below the power limit, the listed 128x256 too
     ((256, 8192, 4096), (128, 128, 1)),  # two tile-rows: no band leaves two bands' worth
     ((768, 2816, 5120), (128, 128, 2)),  # 6 tile-rows of 22 tiles (132): a band of 4 would leave one and a half
+    ((960, 3392, 3648), (128, 128, 4)),  # two waves (216 tiles)
+    ((960, 2816, 6144), (128, 176, 4)),  # the cooperative 176 of `_coop_176_first`, one wave
+    ((1024, 4096, 2560), (128, 128, 4)),  # two waves (256 tiles)
+    ((4096, 8192, 128), (128, 256, 1)),  # 7.8 waves: rows, as before (not measured in bands)
 ])
-def test_raw_one_wave_grids_take_the_band_that_keeps_a_gpc_to_few_operand_panels(shape, first):
-    """A one-wave grid of a 128-row cooperative tile (64, 128 or 256 wide) is ordered in the band whose runs of 16
-    consecutive work units (about a GPC's CTAs) touch the fewest operand bytes (`hopper_raw._gpc_band`): every tile
-    is resident at once, yet neighbours that share a tile make the L2 serve fewer sectors."""
+def test_raw_few_wave_grids_take_the_band_that_keeps_a_gpc_to_few_operand_panels(shape, first):
+    """A grid of at most two waves of a 128-row cooperative tile (64, 128, 176 or 256 wide) is ordered in the band
+    whose runs of 16 consecutive work units (about a GPC's CTAs) touch the fewest operand bytes
+    (`hopper_raw._gpc_band`): on one wave every tile is resident at once, yet neighbours that share a tile make the
+    L2 serve fewer sectors."""
     from agent.families import hopper_raw
 
     ps = [p for p in priors.priors("hopper_raw", shape, "fp32", "sm_90a") if p.get("schedule") != "pingpong"]
@@ -1317,7 +1322,7 @@ def test_gpc_band_counts_the_operand_panels_of_each_run_of_consecutive_work_unit
 
 
 def test_the_cost_model_prices_a_one_wave_grid_by_the_operand_panels_its_neighbours_touch():
-    """Below the power limit a one-wave hopper_raw grid is priced by `_run_panels` against rows': the band
+    """Below the power limit a hopper_raw grid of up to two waves is priced by `_run_panels` against rows': the band
     `_gpc_band` picks ahead of rows, 8 tile-rows of 128x64 on an 8-column grid (1.5 times rows' panels) behind them, as
     measured (docs/benchmarks/data/raw_gpc_band_h200_2026-11-27_7d6dff4.json)."""
     from agent.families import hopper_raw
@@ -1330,6 +1335,6 @@ def test_the_cost_model_prices_a_one_wave_grid_by_the_operand_panels_its_neighbo
     assert us((1024, 2048, 12288), tile_n=128, stages=6, group=4) < us((1024, 2048, 12288), tile_n=128, stages=6,
                                                                       group=2)
     assert us((2048, 512, 8192), tile_n=64, stages=7, group=8) > us((2048, 512, 8192), tile_n=64, stages=7, group=1)
-    # beyond one wave the term does not apply
+    # beyond two waves the term does not apply
     assert us((2048, 4096, 1024), tile_n=128, stages=6, group=2) == us((2048, 4096, 1024), tile_n=128, stages=6,
                                                                       group=1)

@@ -585,10 +585,11 @@ def _k_ring(tile_m: int, tile_n: int, shape: tuple[int, int, int], past_k: bool 
             **knobs: Any) -> list[dict[str, Any]]:
     """A tile with the TMA epilogue (and `knobs`: a band, the schedule) and the deepest ring that fits but no deeper
     than K's blocks (two at least) unless `past_k` (the producer fills the rest with the next tile's blocks); [] where
-    the shape refuses it. Unless `knobs` name a band, a one-wave grid of a measured width takes `_gpc_band`'s."""
+    the shape refuses it. Unless `knobs` name a band, a grid of a measured width and at most GPC_BAND_WAVES waves takes
+    `_gpc_band`'s."""
     rows, cols = ceil_div(shape[0], tile_m), ceil_div(shape[1], tile_n)
-    one_wave = tile_m == 128 and tile_n in GPC_BAND_WIDTHS and rows * cols <= sms
-    group = _gpc_band(rows, cols, tile_m, tile_n) if one_wave else 1
+    banded = tile_m == 128 and tile_n in GPC_BAND_WIDTHS and rows * cols <= GPC_BAND_WAVES * sms
+    group = _gpc_band(rows, cols, tile_m, tile_n) if banded else 1
     base = {"tile_m": tile_m, "tile_n": tile_n, "group": group, "acc": "fp32", "epi": "tma", **knobs}
     p = _k_deep(base, max(DOMAIN["stages"]) if past_k else ceil_div(shape[2], 64))
     return [p] if feasible(p, shape, "sm_90a")[0] else []
@@ -616,16 +617,20 @@ GPC_CTAS = 16
 # rows' to this power: bands of two read 0.3-5.7% faster back to back with 0.59-0.67 of rows' panels on the probe of
 # `_gpc_band` (2% at 0.59: 0.03), 8 tile-rows of 128x64 with 1.5 times rows' panels 26% slower
 GPC_PANEL_EXP = 0.06
-# 128-row tile widths whose one-wave grids were measured in bands (`_gpc_band`); 176 and 64-row tiles were not
-GPC_BAND_WIDTHS = (64, 128, 256)
+# 128-row tile widths whose grids were measured in bands (`_gpc_band`; 64-row tiles were not), and the waves: on five
+# two-wave grids of 128x64 and 128x128 (K = 2112-3648) the band read 3.9-23% faster than rows back to back and
+# 3.4-21% in server mode, on five one-wave grids of the cooperative 128x176 0.1-15% and 0.5-17%
+# (docs/benchmarks/data/raw_gpc_band_two_waves_176_h200_2026-11-27_00b0b9f.json); beyond two waves not measured
+GPC_BAND_WIDTHS = (64, 128, 176, 256)
+GPC_BAND_WAVES = 2
 
 
 def _gpc_band(rows: int, cols: int, tile_m: int, tile_n: int) -> int:
-    """The band (tile-rows) of a one-wave grid whose runs of GPC_CTAS consecutive work units (the kernel's tile order,
-    `tile_coords`) read the fewest operand bytes: each run's distinct tile-rows times tile_m plus its distinct
-    tile-columns times tile_n, summed over the runs; ties go to the narrower band. Every tile is resident at once, so
-    the order only places tiles, yet CTAs launched next to each other that share an operand's tile make the L2 serve
-    fewer sectors: on 512x4096x4096 (128x128, H200, Nsight Compute) rows of tiles read 7.9M, bands of 2 6.7M, of 4
+    """The band (tile-rows) of a grid whose runs of GPC_CTAS consecutive work units (the kernel's tile order,
+    `tile_coords`; a persistent CTA's next unit is a wave further, so a wave's runs are runs of units too) read the
+    fewest operand bytes: each run's distinct tile-rows times tile_m plus its distinct tile-columns times tile_n, summed
+    over the runs; ties go to the narrower band. On one wave every tile is resident at once, so the order only places
+    tiles, yet CTAs launched next to each other that share an operand's tile make the L2 serve fewer sectors: on 512x4096x4096 (128x128, H200, Nsight Compute) rows of tiles read 7.9M, bands of 2 6.7M, of 4
     6.0M (nvjet, in 2-CTA clusters, 4.2M). Against rows, on twelve one-wave shapes fresh to the question (H200, same
     rounds, best NVIDIA; 128x64, 128x128, 128x256 tiles, K = 128-12288), bands of 2 read faster on 12 of 12 back to
     back (0.3-5.7%), 12 of 12 separated and 11 of 12 in server mode (to 11%, one 0.1% slower); where both ran, 4
@@ -797,9 +802,9 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     elif tiles <= sms and 2.0 * m * n * k >= POWER_LIMIT_FLOP and p["group"] > 1:
         # one wave: neighbours sharing the wider operand tile cost less energy (_one_wave_band)
         band_gain = 0.97 if tn > tm else 1.01
-    elif tiles <= sms and tm == 128 and p.get("cluster_m", 1) == 1 and not pingpong:
-        # one wave below the power limit: the fewer operand panels runs of neighbouring CTAs touch, the fewer sectors
-        # the L2 serves (_gpc_band); the time as that count's ratio to rows' to the GPC_PANEL_EXP
+    elif tiles <= GPC_BAND_WAVES * sms and tm == 128 and p.get("cluster_m", 1) == 1 and not pingpong:
+        # up to two waves below the power limit: the fewer operand panels runs of neighbouring CTAs touch, the fewer
+        # sectors the L2 serves (_gpc_band); the time as that count's ratio to rows' to the GPC_PANEL_EXP
         rows, cols = ceil_div(m, tm), ceil_div(n, tn)
         band_gain = (_run_panels(rows, cols, p["group"], tm, tn) / _run_panels(rows, cols, 1, tm, tn)) ** GPC_PANEL_EXP
     else:
