@@ -630,8 +630,9 @@ def _gpc_band(rows: int, cols: int, tile_m: int, tile_n: int) -> int:
     `tile_coords`; a persistent CTA's next unit is a wave further, so a wave's runs are runs of units too) read the
     fewest operand bytes: each run's distinct tile-rows times tile_m plus its distinct tile-columns times tile_n, summed
     over the runs; ties go to the narrower band. On one wave every tile is resident at once, so the order only places
-    tiles, yet CTAs launched next to each other that share an operand's tile make the L2 serve fewer sectors: on 512x4096x4096 (128x128, H200, Nsight Compute) rows of tiles read 7.9M, bands of 2 6.7M, of 4
-    6.0M (nvjet, in 2-CTA clusters, 4.2M). Against rows, on twelve one-wave shapes fresh to the question (H200, same
+    tiles, yet CTAs launched next to each other that share an operand's tile make the L2 serve fewer sectors: on
+    512x4096x4096 (128x128, H200, Nsight Compute) rows of tiles read 7.9M, bands of 2 6.7M, of 4 6.0M (nvjet, in
+    2-CTA clusters, 4.2M). Against rows, on twelve one-wave shapes fresh to the question (H200, same
     rounds, best NVIDIA; 128x64, 128x128, 128x256 tiles, K = 128-12288), bands of 2 read faster on 12 of 12 back to
     back (0.3-5.7%), 12 of 12 separated and 11 of 12 in server mode (to 11%, one 0.1% slower); where both ran, 4
     against 2 was ahead on the 128x128 and 128x256 tiles (0-1.6%) and behind on 128x64 (0.8-2%), as the count
@@ -667,8 +668,8 @@ def _one_wave_band(rows: int, tile_m: int, tile_n: int, tiles: int) -> int:
 def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
     """The hand-written kernel's tiles that matched cuBLASLt's cycles (128x256, then 256x128) with the TMA epilogue and
     the deepest ring; beyond one wave, bands that keep a wave's footprint square (`_square_band`), and on one wave
-    the order `_one_wave_band` measured at the power limit, `_gpc_band`'s below it. 256x192 where 192 divides N, as for CUTLASS, and first where 128x256 would
-    take more than four waves. No 2-CTA cluster: it has not been timed beyond one wave since its barrier fix
+    the order `_one_wave_band` measured at the power limit, `_gpc_band`'s below it. 256x192 where 192 divides N, as
+    for CUTLASS, and first where 128x256 would take more than four waves. No 2-CTA cluster: it has not been timed beyond one wave since its barrier fix
     (docs/benchmarks/data/sweeps/cluster_arrive_2026-11-23_3767b20.txt), and on one wave it measured 0.987-0.994 in
     bands.
     A one-wave grid whose B is at least twice A streams B (and C) with an L2 evict_first hint, so A stays for the next
