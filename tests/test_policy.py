@@ -1338,3 +1338,23 @@ def test_the_cost_model_prices_a_one_wave_grid_by_the_operand_panels_its_neighbo
     # beyond two waves the term does not apply
     assert us((2048, 4096, 1024), tile_n=128, stages=6, group=2) == us((2048, 4096, 1024), tile_n=128, stages=6,
                                                                       group=1)
+
+
+def test_the_python_tile_order_is_the_templates_and_visits_every_tile_once():
+    """`_run_panels` counts over `_tile_order`, the Python spelling of the template's `tile_coords`: every tile once,
+    rows of tiles for a band of one, bands walked column by column, a last band of the rows left."""
+    import re
+
+    from agent.families import hopper_raw
+
+    for rows, cols, g in ((4, 32, 1), (4, 32, 2), (7, 5, 4), (19, 6, 8), (1, 9, 1)):
+        order = hopper_raw._tile_order(rows, cols, g)
+        assert sorted(order) == [(r, c) for r in range(rows) for c in range(cols)]
+    assert hopper_raw._tile_order(2, 3, 1) == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+    assert hopper_raw._tile_order(3, 2, 2) == [(0, 0), (1, 0), (0, 1), (1, 1), (2, 0), (2, 1)]
+    template = (Path(__file__).resolve().parents[1] / "agent/families/hopper_raw.cu.j2").read_text()
+    body = re.search(r"void tile_coords\(.*?\n}\n", template, re.S).group(0)
+    for line in ("const int band = t / (GROUP * tiles_n);", "const int first = band * GROUP;",
+                 "const int rows = min(GROUP, tiles_m - first);", "const int r = t - first * tiles_n;",
+                 "tm = first + r % rows;", "tn = r / rows;"):
+        assert line in body, line  # the order _tile_order spells; change both together

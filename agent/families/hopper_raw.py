@@ -642,15 +642,22 @@ def _gpc_band(rows: int, cols: int, tile_m: int, tile_n: int) -> int:
                key=lambda g: (_run_panels(rows, cols, g, tile_m, tile_n), g))
 
 
-def _run_panels(rows: int, cols: int, group: int, tile_m: int, tile_n: int) -> int:
-    """The operand panel bytes (in tile sides) that each run of GPC_CTAS consecutive work units touches, summed over
-    the runs, for the kernel's tile order (`tile_coords`) in bands of `group` tile-rows."""
+def _tile_order(rows: int, cols: int, group: int) -> list[tuple[int, int]]:
+    """(tile-row, tile-column) of each work unit in the kernel's order, bands of `group` tile-rows walked column by
+    column: the template's `tile_coords`, spelt in Python."""
     coords = []
     for t in range(rows * cols):
         first = t // (group * cols) * group
         height = min(group, rows - first)
         r = t - first * cols
         coords.append((first + r % height, r // height))
+    return coords
+
+
+def _run_panels(rows: int, cols: int, group: int, tile_m: int, tile_n: int) -> int:
+    """The operand panel bytes (in tile sides) that each run of GPC_CTAS consecutive work units touches, summed over
+    the runs, for the kernel's tile order (`_tile_order`) in bands of `group` tile-rows."""
+    coords = _tile_order(rows, cols, group)
     runs = (coords[i:i + GPC_CTAS] for i in range(0, len(coords), GPC_CTAS))
     return sum(len({a for a, _ in run}) * tile_m + len({b for _, b in run}) * tile_n for run in runs)
 
