@@ -618,8 +618,8 @@ GPC_CTAS = 16
 # `_gpc_band` (2% at 0.59: 0.03), 8 tile-rows of 128x64 with 1.5 times rows' panels 26% slower
 GPC_PANEL_EXP = 0.06
 # 128-row tile widths whose grids were measured in bands (`_gpc_band`; 64-row tiles were not), and the waves: on five
-# two-wave grids of 128x64 and 128x128 (K = 2112-3648) the band read 3.9-23% faster than rows back to back and
-# 3.4-21% in server mode, on five one-wave grids of the cooperative 128x176 0.1-15% and 0.5-17%
+# two-wave grids of 128x64 and 128x128 (K = 2112-3648) the band picked read 3.7-23% faster than rows back to back
+# and 3.4-21% in server mode, on five one-wave grids of the cooperative 128x176 0.1-15% and -0.2% to +17%
 # (docs/benchmarks/data/raw_gpc_band_two_waves_176_h200_2026-11-27_00b0b9f.json); beyond two waves not measured
 GPC_BAND_WIDTHS = (64, 128, 176, 256)
 GPC_BAND_WAVES = 2
@@ -631,13 +631,12 @@ def _gpc_band(rows: int, cols: int, tile_m: int, tile_n: int) -> int:
     fewest operand bytes: each run's distinct tile-rows times tile_m plus its distinct tile-columns times tile_n, summed
     over the runs; ties go to the narrower band. On one wave every tile is resident at once, so the order only places
     tiles, yet CTAs launched next to each other that share an operand's tile make the L2 serve fewer sectors: on
-    512x4096x4096 (128x128, H200, Nsight Compute) rows of tiles read 7.9M, bands of 2 6.7M, of 4 6.0M (nvjet, in
-    2-CTA clusters, 4.2M). Against rows, on twelve one-wave shapes fresh to the question (H200, same
-    rounds, best NVIDIA; 128x64, 128x128, 128x256 tiles, K = 128-12288), bands of 2 read faster on 12 of 12 back to
-    back (0.3-5.7%), 12 of 12 separated and 11 of 12 in server mode (to 11%, one 0.1% slower); where both ran, 4
-    against 2 was ahead on the 128x128 and 128x256 tiles (0-1.6%) and behind on 128x64 (0.8-2%), as the count
-    says; 8 rows of 128x64 on an 8-column grid read 26% below rows back to back
-    (docs/benchmarks/data/raw_gpc_band_h200_2026-11-27_7d6dff4.json)."""
+    512x4096x4096 (128x128, H200, Nsight Compute) rows of tiles read 7.9M, bands of 2 6.7M, of 4 6.0M (nvjet, in 2-CTA
+    clusters, 4.2M). Against rows, on twelve one-wave shapes fresh to the question (H200, same rounds, best NVIDIA;
+    128x64, 128x128, 128x256 tiles, K = 128-12288), bands of 2 read faster on 12 of 12 back to back (0.3-5.7%), 12 of 12
+    separated and 11 of 12 in server mode (to 11%, one 0.1% slower); where both ran, 4 against 2 read -0.1% to +0.7% on
+    the 128x128 and 128x256 tiles and 0.9-2% behind on 128x64 (back to back), as the count says; 8 rows of 128x64 on an
+    8-column grid read 26% below rows back to back (docs/benchmarks/data/raw_gpc_band_h200_2026-11-27_7d6dff4.json)."""
     return min((g for g in (1, 2, 4, 8, 16) if g == 1 or rows >= 2 * g),
                key=lambda g: (_run_panels(rows, cols, g, tile_m, tile_n), g))
 
