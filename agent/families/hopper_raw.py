@@ -2,6 +2,7 @@
 collectives (the template says why), fp32 accumulation, K-major A and B (B_col_major)."""
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import sys
@@ -588,16 +589,22 @@ def _k_ring(tile_m: int, tile_n: int, shape: tuple[int, int, int], past_k: bool 
     the shape refuses it. Unless `knobs` name a band, a grid of a measured width and at most GPC_BAND_WAVES waves takes
     `_gpc_band`'s."""
     rows, cols = ceil_div(shape[0], tile_m), ceil_div(shape[1], tile_n)
-    banded = tile_m == 128 and tile_n in GPC_BAND_WIDTHS and rows * cols <= GPC_BAND_WAVES * sms
+    banded = ("group" not in knobs and tile_m == 128 and tile_n in GPC_BAND_WIDTHS
+              and rows * cols <= GPC_BAND_WAVES * sms)
     group = _gpc_band(rows, cols, tile_m, tile_n) if banded else 1
     base = {"tile_m": tile_m, "tile_n": tile_n, "group": group, "acc": "fp32", "epi": "tma", **knobs}
     p = _k_deep(base, max(DOMAIN["stages"]) if past_k else ceil_div(shape[2], 64))
     return [p] if feasible(p, shape, "sm_90a")[0] else []
 
 
+def _bands(unit_rows: int) -> list[int]:
+    """The tile-order bands hopper_raw accepts for a grid of `unit_rows` work-unit rows: two bands' worth of rows."""
+    return [g for g in DOMAIN["group"] if g == 1 or unit_rows >= 2 * g]
+
+
 def _widest_band(unit_rows: int, cap: int) -> int:
-    """The widest tile-order band up to `cap` that hopper_raw accepts: it needs two bands' worth of work-unit rows."""
-    return max(g for g in (1, 2, 4, 8, 16) if g == 1 or (g <= cap and unit_rows >= 2 * g))
+    """The widest accepted band (`_bands`) up to `cap`."""
+    return max(g for g in _bands(unit_rows) if g == 1 or g <= cap)
 
 
 def _square_band(tile_m: int, tile_n: int, sms: int) -> int:
@@ -637,8 +644,7 @@ def _gpc_band(rows: int, cols: int, tile_m: int, tile_n: int) -> int:
     separated and 11 of 12 in server mode (to 11%, one 0.1% slower); where both ran, 4 against 2 read -0.1% to +0.7% on
     the 128x128 and 128x256 tiles and 0.9-2% behind on 128x64 (back to back), as the count says; 8 rows of 128x64 on an
     8-column grid read 26% below rows back to back (docs/benchmarks/data/raw_gpc_band_h200_2026-11-27_7d6dff4.json)."""
-    return min((g for g in (1, 2, 4, 8, 16) if g == 1 or rows >= 2 * g),
-               key=lambda g: (_run_panels(rows, cols, g, tile_m, tile_n), g))
+    return min(_bands(rows), key=lambda g: (_run_panels(rows, cols, g, tile_m, tile_n), g))
 
 
 def _tile_order(rows: int, cols: int, group: int) -> list[tuple[int, int]]:
@@ -653,9 +659,11 @@ def _tile_order(rows: int, cols: int, group: int) -> list[tuple[int, int]]:
     return coords
 
 
+@functools.lru_cache(maxsize=4096)
 def _run_panels(rows: int, cols: int, group: int, tile_m: int, tile_n: int) -> int:
     """The operand panel bytes (in tile sides) that each run of GPC_CTAS consecutive work units touches, summed over
-    the runs, for the kernel's tile order (`_tile_order`) in bands of `group` tile-rows."""
+    the runs, for the kernel's tile order (`_tile_order`) in bands of `group` tile-rows. Cached: `estimate_us` asks for
+    the same grid's count for every candidate of a shape (a walk of up to two waves' tiles each time)."""
     coords = _tile_order(rows, cols, group)
     runs = (coords[i:i + GPC_CTAS] for i in range(0, len(coords), GPC_CTAS))
     return sum(len({a for a, _ in run}) * tile_m + len({b for _, b in run}) * tile_n for run in runs)
