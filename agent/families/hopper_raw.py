@@ -201,7 +201,7 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         if rows % cl:
             return False, (f"cluster_m={cl} takes {cl} tile-rows at a time: {rows} tile-rows of {p['tile_m']} do not "
                            "divide")
-        if p["group"] > 1 and rows // cl < 2 * p["group"]:
+        if p["group"] not in _bands(rows // cl):
             return False, (f"group {p['group']} needs at least {2 * p['group']} tile-rows of work units "
                            f"({cl} tile-rows each), the shape has {rows // cl}")
         if p.get("grid") == "even" and (why := uneven_waves(rows // cl * ceil_div(n, p["tile_n"]), cl, lim.num_sms)):
