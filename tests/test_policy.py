@@ -927,8 +927,10 @@ def test_raw_mid_shape_priors_fill_the_sms_with_a_deep_ring(shape, tiles):
 
 
 @pytest.mark.parametrize("shape,first", [
-    ((2048, 1024, 1024), (128, 1, 6, "full")),  # tall grid, small B: rows
-    ((2048, 2048, 1024), (128, 8, 6, "full")),  # square: bands
+    ((2048, 1024, 1024), (128, 4, 6, "full")),  # one wave: `_gpc_band`'s band, not rows though tall with a small B
+    ((2048, 2048, 1024), (128, 4, 6, "full")),  # two waves: `_gpc_band`'s, not the square band of 8
+    ((4096, 2048, 1024), (128, 1, 6, "full")),  # 3.9 waves, taller than wide, 4 MB of B: rows
+    ((2048, 4096, 1024), (128, 8, 6, "full")),  # 3.9 waves, wider than tall: square bands
     ((4096, 16384, 2048), (192, 16, 4, "full")),  # 16x8192x2048 of B: bands (in rows it read 0.72, bands 1.00)
     ((16384, 2048, 1024), (192, 1, 4, "even")),  # 15.5 waves of 128x128: 192 wide; tall with 4 MB of B: rows
     ((16384, 4096, 2048), (192, 16, 4, "even")),  # tall, but 16 MB of B: bands
@@ -952,8 +954,8 @@ def test_raw_mid_shape_priors_fill_the_sms_with_a_deep_ring(shape, tiles):
 def test_raw_pingpong_prior_comes_first_from_k_256_to_2048(shape, first):
     """hopper_raw's ping-pong prior: 128x192 beyond eight waves of 128x128 where 192 tiles N with little padding, else
     128x128, either replaced by 128x176 where the busiest CTA's columns allow (`hopper_raw.NARROW_SHARE`); tall
-    grids whose B fits in rows (and at K = 256 grids of 32 tile-rows or more), others in square bands; first in the
-    family's list, mid and large alike, and the
+    grids whose B fits in rows (and at K = 256 grids of 32 tile-rows or more), others in square bands, but grids of up
+    to two waves in `_gpc_band`'s band; first in the family's list, mid and large alike, and the
     cooperative tile of its width no longer listed beside it below the large class."""
     ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
     pp = [p for p in ps if p.get("schedule") == "pingpong"]
@@ -1286,22 +1288,25 @@ def test_listed_priors_off_the_grid_are_feasible():
 
 @pytest.mark.parametrize("shape,first", [
     ((512, 4096, 4096), (128, 128, 2)),  # 4 tile-rows: the widest band that leaves two
-    ((1024, 2048, 12288), (128, 128, 4)),  # runs of 16 CTAs as 4x4 tiles: 8 panels, where rows read 17
-    ((1024, 1024, 4096), (128, 64, 2)),  # 2 and 4 tie for 128x64 (768 bytes of panel sides a run): the narrower
-    ((2048, 512, 8192), (128, 64, 1)),  # 8 tile-columns: a run of rows already covers two tile-rows, as bands do
+    ((1024, 2048, 12288), (128, 128, 4)),  # runs of 12 CTAs as 4x3 tiles: 7 panels, where rows read 13
+    ((1024, 1024, 4096), (128, 64, 2)),  # 128x64: a run of 2x6 tiles (640 bytes of panel sides) beats 4x3's (704)
+    ((2048, 512, 8192), (128, 64, 2)),  # 8 tile-columns: bands of 2 by a hair over rows (0.983 against 0.976)
     ((1024, 4096, 4096), (128, 256, 4)),  # below the power limit, the listed 128x256 too
     ((256, 8192, 4096), (128, 128, 1)),  # two tile-rows: no band leaves two bands' worth
     ((768, 2816, 5120), (128, 128, 2)),  # 6 tile-rows of 22 tiles (132): a band of 4 would leave one and a half
     ((960, 3392, 3648), (128, 128, 4)),  # two waves (216 tiles)
     ((960, 2816, 6144), (128, 176, 4)),  # the cooperative 176 of `_coop_176_first`, one wave
     ((1024, 4096, 2560), (128, 128, 4)),  # two waves (256 tiles)
-    ((4096, 8192, 128), (128, 256, 1)),  # 7.8 waves: rows, as before (not measured in bands)
+    ((4096, 8192, 128), (128, 256, 1)),  # 7.8 waves at K = 128: rows
+    ((3072, 1600, 3392), (128, 64, 2)),  # 4.5 waves from K past ROWS_K: bands (0.856 against 0.797 in rows)
+    ((1984, 3072, 2560), (128, 128, 4)),  # 2.9 waves: 0.997 against 0.921
+    ((1856, 4608, 192), (128, 128, 1)),  # 4.1 waves at K = 192: rows (bands of 4 read 4% slower)
 ])
 def test_raw_few_wave_grids_take_the_band_that_keeps_a_gpc_to_few_operand_panels(shape, first):
-    """A grid of at most two waves of a 128-row cooperative tile (64, 128, 176 or 256 wide) is ordered in the band
-    whose runs of 16 consecutive work units (about a GPC's CTAs) touch the fewest operand bytes
-    (`hopper_raw._gpc_band`): on one wave every tile is resident at once, yet neighbours that share a tile make the
-    L2 serve fewer sectors."""
+    """A grid of at most two waves of a 128-row cooperative tile (64, 128, 176 or 256 wide), and beyond two waves a
+    mid grid from K past 256, is ordered in the band whose runs of 12 consecutive work units (near a GPC's CTAs) touch
+    the fewest operand bytes (`hopper_raw._gpc_band`): on one wave every tile is resident at once, yet neighbours
+    that share a tile make the L2 serve fewer sectors."""
     from agent.families import hopper_raw
 
     ps = [p for p in priors.priors("hopper_raw", shape, "fp32", "sm_90a") if p.get("schedule") != "pingpong"]
@@ -1312,11 +1317,12 @@ def test_raw_few_wave_grids_take_the_band_that_keeps_a_gpc_to_few_operand_panels
 def test_gpc_band_counts_the_operand_panels_of_each_run_of_consecutive_work_units():
     from agent.families.hopper_raw import _gpc_band
 
-    # 4 x 32 tiles of 128x128: rows put 1 A and 16 B panels in a run of 16, bands of 2 2 and 8; 4 would leave one band
+    # 4 x 32 tiles of 128x128: rows put 1 A and 12 B panels in a run of 12, bands of 2 2 and 6; 4 would leave one band
     assert _gpc_band(4, 32, 128, 128) == 2
-    assert _gpc_band(8, 16, 128, 128) == 4  # 4 + 4 panels
-    assert _gpc_band(8, 16, 128, 256) == 4  # 4x128 + 4x256 = 8x128 + 2x256: the narrower band
-    assert _gpc_band(16, 8, 256, 128) == 1  # a run of rows is 2 x 8 tiles, as square as any band's
+    assert _gpc_band(8, 16, 128, 128) == 4  # 4 + 3 panels
+    assert _gpc_band(8, 16, 128, 256) == 4  # 4x128 + 3x256 a run against 2x128 + 6x256
+    assert _gpc_band(8, 32, 128, 64) == 2  # 2x128 + 6x64 against 4x128 + 3x64
+    assert _gpc_band(16, 8, 256, 128) == 2  # rows' runs straddle two tile-rows unevenly; 2x6 is squarer
     assert _gpc_band(1, 100, 128, 128) == 1
     assert _gpc_band(32, 1, 128, 64) == 1  # one tile-column: every order is the same
 
@@ -1335,9 +1341,11 @@ def test_the_cost_model_prices_a_one_wave_grid_by_the_operand_panels_its_neighbo
     assert us((1024, 2048, 12288), tile_n=128, stages=6, group=4) < us((1024, 2048, 12288), tile_n=128, stages=6,
                                                                       group=2)
     assert us((2048, 512, 8192), tile_n=64, stages=7, group=8) > us((2048, 512, 8192), tile_n=64, stages=7, group=1)
-    # beyond two waves the term does not apply
-    assert us((2048, 4096, 1024), tile_n=128, stages=6, group=2) == us((2048, 4096, 1024), tile_n=128, stages=6,
-                                                                      group=1)
+    # beyond two waves from K past 256 below the large class too, not at K <= 256
+    assert us((2048, 4096, 1024), tile_n=128, stages=6, group=4) < us((2048, 4096, 1024), tile_n=128, stages=6,
+                                                                     group=1)
+    assert us((2048, 4096, 192), tile_n=128, stages=3, group=4) == us((2048, 4096, 192), tile_n=128, stages=3,
+                                                                     group=1)
 
 
 def test_the_python_tile_order_is_the_templates_and_visits_every_tile_once():

@@ -496,9 +496,12 @@ def _pingpong_prior(shape: tuple[int, int, int], sms: int = 132) -> list[dict[st
     128x128; 128x176 instead of either where it leaves the busiest CTA few enough columns (NARROW_SHARE); a grid
     taller than wide, or of many tile-rows at K = 256 (ROWS_K), whose B takes at most ROWS_B_BYTES in rows of tiles
     (every tile-row reads all of B again, from L2 while it fits; 4096x16384x2048 in rows read 0.72 of best NVIDIA
-    against 1.00 in bands), any other in square
-    bands (`_square_band`); [] where the tile's grid fills less than WAVE_FILL of the SMs. The even
-    grid, where it pays, is `_listed_priors`' (`pricing.even_grid`; below POWER_LIMIT_FLOP it changes nothing).
+    against 1.00 in bands), any other in square bands (`_square_band`); but a grid of at most GPC_BAND_WAVES waves
+    (other than rows at K = 256) in `_gpc_band`'s band: on eight such grids fresh to the question, tall ones that
+    walked rows and one in square bands of 8, it read -0.6% to +0.9% of the old order back to back (geomean +0.3%),
+    -2.5% to +0.6% separated and -0.1% to +3.0% in server mode (+0.9%) (H200, docs/benchmarks/data/raw_gpc_band_beyond_two_waves_h200_2026-11-27_7e54cfc.json). [] where
+    the tile's grid fills less than WAVE_FILL of the SMs. The even grid, where it pays, is `_listed_priors`'
+    (`pricing.even_grid`; below POWER_LIMIT_FLOP it changes nothing).
 
     Against the best of each shape's first batch at 13a0c15 (the policy's first four proposals, the same rounds, best
     NVIDIA; two H100s, two H200s), on the 24 probed shapes the rule was set on the prior it picks read 0.986-1.132 back
@@ -522,8 +525,14 @@ def _pingpong_prior(shape: tuple[int, int, int], sms: int = 132) -> list[dict[st
         return []  # and 176 too: no grid that 128 or 192 leaves this empty was timed with it
     if _makespan(m, n, 176, sms) <= NARROW_SHARE[tn] * _makespan(m, n, tn, sms):
         tn = 176
-    tall = rows > ceil_div(n, tn) and 2 * n * k <= ROWS_B_BYTES
-    group = 1 if tall or _rows_at_short_k(rows, n, k) else _widest_band(rows, _square_band(128, tn, sms))
+    cols = ceil_div(n, tn)
+    tall = rows > cols and 2 * n * k <= ROWS_B_BYTES
+    if _rows_at_short_k(rows, n, k):
+        group = 1
+    elif rows * cols <= GPC_BAND_WAVES * sms:
+        group = _gpc_band(rows, cols, 128, tn)
+    else:
+        group = 1 if tall else _widest_band(rows, _square_band(128, tn, sms))
     # 176's fifth stage past K = 256's four blocks: on 4096x12288x256 five read 3.8% faster than four back to back
     return _k_ring(128, tn, shape, past_k=tn == 176, group=group, schedule="pingpong")
 
@@ -586,11 +595,9 @@ def _k_ring(tile_m: int, tile_n: int, shape: tuple[int, int, int], past_k: bool 
             **knobs: Any) -> list[dict[str, Any]]:
     """A tile with the TMA epilogue (and `knobs`: a band, the schedule) and the deepest ring that fits but no deeper
     than K's blocks (two at least) unless `past_k` (the producer fills the rest with the next tile's blocks); [] where
-    the shape refuses it. Unless `knobs` name a band, a grid of a measured width and at most GPC_BAND_WAVES waves takes
-    `_gpc_band`'s."""
+    the shape refuses it. Unless `knobs` name a band, a grid `_gpc_banded` names takes `_gpc_band`'s."""
     rows, cols = ceil_div(shape[0], tile_m), ceil_div(shape[1], tile_n)
-    banded = ("group" not in knobs and tile_m == 128 and tile_n in GPC_BAND_WIDTHS
-              and rows * cols <= GPC_BAND_WAVES * sms)
+    banded = "group" not in knobs and _gpc_banded(tile_m, tile_n, shape, sms)
     group = _gpc_band(rows, cols, tile_m, tile_n) if banded else 1
     base = {"tile_m": tile_m, "tile_n": tile_n, "group": group, "acc": "fp32", "epi": "tma", **knobs}
     p = _k_deep(base, max(DOMAIN["stages"]) if past_k else ceil_div(shape[2], 64))
@@ -617,9 +624,11 @@ def _square_band(tile_m: int, tile_n: int, sms: int) -> int:
     return 2 ** round(math.log2(g))
 
 
-# CTAs launched one after another that a band should keep to few operand panels (`_gpc_band`): about a GPC's SMs
-# (132 SMs in 8 GPCs on an H100 or H200)
-GPC_CTAS = 16
+# CTAs launched one after another that a band should keep to few operand panels (`_gpc_band`): near a GPC's SMs (132
+# SMs in 8 GPCs on an H100 or H200), fitted on the three band probes (49 grids, each in 2-4 bands): the pick's shortfall
+# from the fastest band measured, geomean back to back, was 0.01% and 0.45% for 12 against 0.11% and 0.75% for 16 and
+# 0.07% and 0.45% for 8 (16 and 8 tie 128x64's bands 2 and 4 or 128x128's, where 2 and 4 measured best respectively)
+GPC_CTAS = 12
 # The time of a one-wave grid below the power limit against rows, as its runs' operand panels (`_run_panels`) against
 # rows' to this power: bands of two read 0.3-5.7% faster back to back with 0.59-0.67 of rows' panels on the probe of
 # `_gpc_band` (2% at 0.59: 0.03), 8 tile-rows of 128x64 with 1.5 times rows' panels 26% slower
@@ -630,6 +639,20 @@ GPC_PANEL_EXP = 0.06
 # (docs/benchmarks/data/raw_gpc_band_two_waves_176_h200_2026-11-27_00b0b9f.json); beyond two waves not measured
 GPC_BAND_WIDTHS = (64, 128, 176, 256)
 GPC_BAND_WAVES = 2
+
+
+def _gpc_banded(tile_m: int, tile_n: int, shape: tuple[int, int, int], sms: int) -> bool:
+    """Where a cooperative grid of 128-row tiles of a measured width takes `_gpc_band`'s order: up to GPC_BAND_WAVES
+    waves, and beyond them below LARGE_FLOP from K past ROWS_K (where each tile's operands outweigh its output). Beyond
+    two waves, on fourteen mid grids fresh to the question (2.5-11.7 waves, H200, same rounds, best NVIDIA), the band
+    picked read faster than rows on all nine of K = 512-3392 in every mode, by 0.5-8.3% back to back (128x64 in bands
+    of 2, 128x128 and 128x256 of 4; geomean 3.7%) and 0.7-8.2% in server mode (4.5%); at K = 64-192 1.1% and 4.2%
+    slower back to back on two of the three 128x128 grids and 2.9% in server mode on the third
+    (docs/benchmarks/data/raw_gpc_band_beyond_two_waves_h200_2026-11-27_7e54cfc.json)."""
+    m, n, k = shape
+    if tile_m != 128 or tile_n not in GPC_BAND_WIDTHS:
+        return False
+    return ceil_div(m, 128) * ceil_div(n, tile_n) <= GPC_BAND_WAVES * sms or (k > ROWS_K and flop(shape) < LARGE_FLOP)
 
 
 def _gpc_band(rows: int, cols: int, tile_m: int, tile_n: int) -> int:
@@ -817,9 +840,11 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     elif tiles <= sms and 2.0 * m * n * k >= POWER_LIMIT_FLOP and p["group"] > 1:
         # one wave: neighbours sharing the wider operand tile cost less energy (_one_wave_band)
         band_gain = 0.97 if tn > tm else 1.01
-    elif tiles <= GPC_BAND_WAVES * sms and tm == 128 and p.get("cluster_m", 1) == 1 and not pingpong:
-        # up to two waves below the power limit: the fewer operand panels runs of neighbouring CTAs touch, the fewer
-        # sectors the L2 serves (_gpc_band); the time as that count's ratio to rows' to the GPC_PANEL_EXP
+    elif (p.get("cluster_m", 1) == 1 and _gpc_banded(tm, tn, shape, sms)
+          and (not pingpong or tiles <= GPC_BAND_WAVES * sms)):
+        # below the power limit: the fewer operand panels runs of neighbouring CTAs touch, the fewer sectors the L2
+        # serves (_gpc_band); the time as that count's ratio to rows' to the GPC_PANEL_EXP. Not ping-pong beyond two
+        # waves, where rows and square bands measured -3% to +4% either way (_pingpong_prior)
         rows, cols = ceil_div(m, tm), ceil_div(n, tn)
         band_gain = (_run_panels(rows, cols, p["group"], tm, tn) / _run_panels(rows, cols, 1, tm, tn)) ** GPC_PANEL_EXP
     else:
