@@ -282,7 +282,9 @@ def test_shape_constraints():
                                     (4096, 4096, 4096), "sm_86")[0]  # 99 KB of shared memory there
     assert "multiple of 8" in hopper_raw.feasible(RAW_OK, (1000, 1002, 1024), "sm_90a")[1]  # TMA rows of C
     assert hopper_raw.feasible(dict(RAW_OK, epi="direct"), (1000, 1002, 1024), "sm_90a")[0]  # paired stores
-    assert "tile-rows" in hopper_raw.feasible(dict(RAW_OK, group=8), (1024, 4096, 8192), "sm_90a")[1]
+    # bands up to the first covering all tile-rows (8 of them here): 16 walks them as 8 does
+    assert hopper_raw.feasible(dict(RAW_OK, group=8), (1024, 4096, 8192), "sm_90a") == (True, "")
+    assert "tile-rows" in hopper_raw.feasible(dict(RAW_OK, group=16), (1024, 4096, 8192), "sm_90a")[1]
     assert "sm_90a" in hopper_raw.feasible(RAW_OK, (4096, 4096, 4096), "sm_80")[1]
     assert hopper_raw.space((4096, 4096, 4096), "fp32", "sm_80") == []
     # 128x64 (one 64x64 TMA sub-tile per consumer warpgroup) is a config, not part of the searched space
@@ -292,8 +294,8 @@ def test_shape_constraints():
         min(p["tile_n"] for p in hopper_raw.space((128, 16384, 64), "fp32", "sm_90a")) == 128
     # a 2-CTA cluster takes two tile-rows at a time, and bands count those pairs
     assert "do not divide" in hopper_raw.feasible(dict(RAW_OK, cluster_m=2), (1100, 4096, 8192), "sm_90a")[1]
-    assert "work units" in hopper_raw.feasible(dict(RAW_OK, cluster_m=2, group=4), (1024, 4096, 8192), "sm_90a")[1]
-    assert hopper_raw.feasible(dict(RAW_OK, cluster_m=2, group=2), (1024, 4096, 8192), "sm_90a") == (True, "")
+    assert "work units" in hopper_raw.feasible(dict(RAW_OK, cluster_m=2, group=8), (1024, 4096, 8192), "sm_90a")[1]
+    assert hopper_raw.feasible(dict(RAW_OK, cluster_m=2, group=4), (1024, 4096, 8192), "sm_90a") == (True, "")
 
 
 def test_swizzles_that_cutlass_caps_or_pads_are_refused():

@@ -1287,13 +1287,15 @@ def test_listed_priors_off_the_grid_are_feasible():
 
 
 @pytest.mark.parametrize("shape,first", [
-    ((512, 4096, 4096), (128, 128, 2)),  # 4 tile-rows: the widest band that leaves two
+    ((512, 4096, 4096), (128, 128, 4)),  # 4 tile-rows: a band of all of them, column by column (4x3 tiles a run)
     ((1024, 2048, 12288), (128, 128, 4)),  # runs of 12 CTAs as 4x3 tiles: 7 panels, where rows read 13
     ((1024, 1024, 4096), (128, 64, 2)),  # 128x64: a run of 2x6 tiles (640 bytes of panel sides) beats 4x3's (704)
     ((2048, 512, 8192), (128, 64, 2)),  # 8 tile-columns: bands of 2 by a hair over rows (0.983 against 0.976)
     ((1024, 4096, 4096), (128, 256, 4)),  # below the power limit, the listed 128x256 too
-    ((256, 8192, 4096), (128, 128, 1)),  # two tile-rows: no band leaves two bands' worth
-    ((768, 2816, 5120), (128, 128, 2)),  # 6 tile-rows of 22 tiles (132): a band of 4 would leave one and a half
+    ((256, 8192, 4096), (128, 128, 2)),  # two tile-rows: the band of both (256x7168x3072: 8.9% ahead of rows)
+    ((768, 2816, 5120), (128, 128, 4)),  # 6 tile-rows of 22 tiles (132): bands of 4 and a last of 2
+    ((512, 6144, 3072), (128, 64, 4)),  # 2.9 waves, B of 36 MiB: one pass over B (bands of 2 read it twice; 1.1%)
+    ((896, 3584, 4096), (128, 64, 2)),  # 7 tile-rows, B of 28 MiB (within L2): the panels' band, not one of all 7
     ((960, 3392, 3648), (128, 128, 4)),  # two waves (216 tiles)
     ((960, 2816, 6144), (128, 176, 4)),  # the cooperative 176 of `_coop_176_first`, one wave
     ((1024, 4096, 2560), (128, 128, 4)),  # two waves (256 tiles)
@@ -1317,14 +1319,18 @@ def test_raw_few_wave_grids_take_the_band_that_keeps_a_gpc_to_few_operand_panels
 def test_gpc_band_counts_the_operand_panels_of_each_run_of_consecutive_work_units():
     from agent.families.hopper_raw import _gpc_band
 
-    # 4 x 32 tiles of 128x128: rows put 1 A and 12 B panels in a run of 12, bands of 2 2 and 6; 4 would leave one band
-    assert _gpc_band(4, 32, 128, 128) == 2
+    # 4 x 32 tiles of 128x128: rows put 1 A and 12 B panels in a run of 12, bands of 2 2 and 6, a band of all 4 4 and 3
+    assert _gpc_band(4, 32, 128, 128) == 4
+    assert _gpc_band(2, 64, 128, 128) == 2  # a band of both tile-rows: 2 + 6 panels against 1 + 12
     assert _gpc_band(8, 16, 128, 128) == 4  # 4 + 3 panels
     assert _gpc_band(8, 16, 128, 256) == 4  # 4x128 + 3x256 a run against 2x128 + 6x256
     assert _gpc_band(8, 32, 128, 64) == 2  # 2x128 + 6x64 against 4x128 + 3x64
     assert _gpc_band(16, 8, 256, 128) == 2  # rows' runs straddle two tile-rows unevenly; 2x6 is squarer
     assert _gpc_band(1, 100, 128, 128) == 1
     assert _gpc_band(32, 1, 128, 64) == 1  # one tile-column: every order is the same
+    # beyond a wave with B past GPC_B_L2_BYTES, each band reads B again: the fewest bands first
+    assert _gpc_band(4, 96, 128, 64) == 2 and _gpc_band(4, 96, 128, 64, b_bytes=36 << 20) == 4
+    assert _gpc_band(4, 16, 128, 64, b_bytes=36 << 20) == 2  # one wave: every band's B is read at once
 
 
 def test_the_cost_model_prices_a_one_wave_grid_by_the_operand_panels_its_neighbours_touch():

@@ -201,9 +201,9 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         if rows % cl:
             return False, (f"cluster_m={cl} takes {cl} tile-rows at a time: {rows} tile-rows of {p['tile_m']} do not "
                            "divide")
-        if p["group"] not in _bands(rows // cl):
-            return False, (f"group {p['group']} needs at least {2 * p['group']} tile-rows of work units "
-                           f"({cl} tile-rows each), the shape has {rows // cl}")
+        if p["group"] not in _orders(rows // cl):
+            return False, (f"group {p['group']} walks {rows // cl} tile-rows of work units ({cl} tile-rows each) in the "
+                           f"order {p['group'] // 2} does")
         if p.get("grid") == "even" and (why := uneven_waves(rows // cl * ceil_div(n, p["tile_n"]), cl, lim.num_sms)):
             return False, why
     return True, ""
@@ -530,7 +530,7 @@ def _pingpong_prior(shape: tuple[int, int, int], sms: int = 132) -> list[dict[st
     if _rows_at_short_k(rows, n, k):
         group = 1
     elif rows * cols <= GPC_BAND_WAVES * sms:
-        group = _gpc_band(rows, cols, 128, tn)
+        group = _gpc_band(rows, cols, 128, tn, 2 * n * k, sms)
     else:
         group = 1 if tall else _widest_band(rows, _square_band(128, tn, sms))
     # 176's fifth stage past K = 256's four blocks: on 4096x12288x256 five read 3.8% faster than four back to back
@@ -598,14 +598,20 @@ def _k_ring(tile_m: int, tile_n: int, shape: tuple[int, int, int], past_k: bool 
     the shape refuses it. Unless `knobs` name a band, a grid `_gpc_banded` names takes `_gpc_band`'s."""
     rows, cols = ceil_div(shape[0], tile_m), ceil_div(shape[1], tile_n)
     banded = "group" not in knobs and _gpc_banded(tile_m, tile_n, shape, sms)
-    group = _gpc_band(rows, cols, tile_m, tile_n) if banded else 1
+    group = _gpc_band(rows, cols, tile_m, tile_n, 2 * shape[1] * shape[2], sms) if banded else 1
     base = {"tile_m": tile_m, "tile_n": tile_n, "group": group, "acc": "fp32", "epi": "tma", **knobs}
     p = _k_deep(base, max(DOMAIN["stages"]) if past_k else ceil_div(shape[2], 64))
     return [p] if feasible(p, shape, "sm_90a")[0] else []
 
 
+def _orders(unit_rows: int) -> list[int]:
+    """The bands that order a grid of `unit_rows` work-unit rows differently: up to the first that covers all of them
+    (which walks the grid column by column; the kernel's `tile_coords` shortens the last band)."""
+    return [g for g in DOMAIN["group"] if g == 1 or g < 2 * unit_rows]
+
+
 def _bands(unit_rows: int) -> list[int]:
-    """The tile-order bands hopper_raw accepts for a grid of `unit_rows` work-unit rows: two bands' worth of rows."""
+    """The bands `_widest_band` chooses from: two bands' worth of rows (its square bands were measured so)."""
     return [g for g in DOMAIN["group"] if g == 1 or unit_rows >= 2 * g]
 
 
@@ -655,7 +661,7 @@ def _gpc_banded(tile_m: int, tile_n: int, shape: tuple[int, int, int], sms: int)
     return ceil_div(m, 128) * ceil_div(n, tile_n) <= GPC_BAND_WAVES * sms or (k > ROWS_K and flop(shape) < LARGE_FLOP)
 
 
-def _gpc_band(rows: int, cols: int, tile_m: int, tile_n: int) -> int:
+def _gpc_band(rows: int, cols: int, tile_m: int, tile_n: int, b_bytes: int = 0, sms: int = 132) -> int:
     """The band (tile-rows) of a grid whose runs of GPC_CTAS consecutive work units (the kernel's tile order,
     `tile_coords`; a persistent CTA's next unit is a wave further, so a wave's runs are runs of units too) read the
     fewest operand bytes: each run's distinct tile-rows times tile_m plus its distinct tile-columns times tile_n, summed
@@ -666,8 +672,30 @@ def _gpc_band(rows: int, cols: int, tile_m: int, tile_n: int) -> int:
     128x64, 128x128, 128x256 tiles, K = 128-12288), bands of 2 read faster on 12 of 12 back to back (0.3-5.7%), 12 of 12
     separated and 11 of 12 in server mode (to 11%, one 0.1% slower); where both ran, 4 against 2 read -0.1% to +0.7% on
     the 128x128 and 128x256 tiles and 0.9-2% behind on 128x64 (back to back), as the count says; 8 rows of 128x64 on an
-    8-column grid read 26% below rows back to back (docs/benchmarks/data/raw_gpc_band_h200_2026-11-27_7d6dff4.json)."""
-    return min(_bands(rows), key=lambda g: (_run_panels(rows, cols, g, tile_m, tile_n), g))
+    8-column grid read 26% below rows back to back (docs/benchmarks/data/raw_gpc_band_h200_2026-11-27_7d6dff4.json).
+
+    Any band up to one covering all tile-rows (`_orders`; a band of all of M walks the grid column by column), and
+    first the fewest passes over B (`_b_passes`). On eleven short grids fresh to the question (2-7 tile-rows of wide
+    N, 16-60 MiB of B; H200, same rounds), the pick read faster than the old order (rows where the grid had fewer than
+    four tile-rows, else two bands' worth) for 16 of 16 priors in every mode, by 0.3-36% back to back (geomean 9.8%;
+    ping-pong 128x128 on 2-3 tile-rows 24% and 36%); on 6 of the 10 grids whose order changed it read ahead of the
+    policy's first proposal (CUTLASS) in every mode, in server mode by 3.9-7.5%
+    (docs/benchmarks/data/raw_short_grid_bands_h200_2026-11-27_852a1b4.json)."""
+    return min(_orders(rows), key=lambda g: (_b_passes(rows, cols, g, b_bytes, sms),
+                                             _run_panels(rows, cols, g, tile_m, tile_n), g))
+
+
+# B's bytes beyond which a grid of more than one wave reads B from DRAM once for every band (`_b_passes`): set between
+# the short grids of 2.4-3 waves where the band covering all of M read faster than the panel count's narrower one
+# (B of 36 and 60 MiB, 128x64 tiles: 1.1% and 7.1% back to back) and one where it did not (28 MiB, 7 tile-rows: bands
+# of 8 read 8% below bands of 2) (docs/benchmarks/data/raw_short_grid_bands_h200_2026-11-27_852a1b4.json)
+GPC_B_L2_BYTES = 32 << 20
+
+
+def _b_passes(rows: int, cols: int, group: int, b_bytes: int, sms: int) -> int:
+    """How many times a grid in bands of `group` tile-rows reads B from DRAM: once a band where the grid takes more
+    than a wave (a band's columns come round again a wave or more later) and B exceeds GPC_B_L2_BYTES, else once."""
+    return ceil_div(rows, group) if rows * cols > sms and b_bytes > GPC_B_L2_BYTES else 1
 
 
 def _tile_order(rows: int, cols: int, group: int) -> list[tuple[int, int]]:
