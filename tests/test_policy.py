@@ -1294,7 +1294,7 @@ def test_listed_priors_off_the_grid_are_feasible():
     ((1024, 4096, 4096), (128, 256, 4)),  # below the power limit, the listed 128x256 too
     ((256, 8192, 4096), (128, 128, 2)),  # two tile-rows: the band of both (256x7168x3072: 8.9% ahead of rows)
     ((768, 2816, 5120), (128, 128, 4)),  # 6 tile-rows of 22 tiles (132): bands of 4 and a last of 2
-    ((512, 6144, 3072), (128, 64, 4)),  # 2.9 waves, B of 36 MiB: one pass over B (bands of 2 read it twice; 1.1%)
+    ((512, 5120, 6144), (128, 176, 4)),  # 2.4 waves, B of 60 MiB: one pass over B (bands of 2 read it twice)
     ((896, 3584, 4096), (128, 64, 2)),  # 7 tile-rows, B of 28 MiB (within L2): the panels' band, not one of all 7
     ((960, 3392, 3648), (128, 128, 4)),  # two waves (216 tiles)
     ((960, 2816, 6144), (128, 176, 4)),  # the cooperative 176 of `_coop_176_first`, one wave
@@ -1328,9 +1328,10 @@ def test_gpc_band_counts_the_operand_panels_of_each_run_of_consecutive_work_unit
     assert _gpc_band(16, 8, 256, 128) == 2  # rows' runs straddle two tile-rows unevenly; 2x6 is squarer
     assert _gpc_band(1, 100, 128, 128) == 1
     assert _gpc_band(32, 1, 128, 64) == 1  # one tile-column: every order is the same
-    # beyond a wave with B past GPC_B_L2_BYTES, each band reads B again: the fewest bands first
-    assert _gpc_band(4, 96, 128, 64) == 2 and _gpc_band(4, 96, 128, 64, b_bytes=36 << 20) == 4
-    assert _gpc_band(4, 16, 128, 64, b_bytes=36 << 20) == 2  # one wave: every band's B is read at once
+    # beyond a wave with B past the L2, each band reads B again: the fewest bands first
+    assert _gpc_band(4, 96, 128, 64) == 2 and _gpc_band(4, 96, 128, 64, b_bytes=60 << 20) == 4
+    assert _gpc_band(4, 96, 128, 64, b_bytes=36 << 20) == 2  # within the L2's 50 MiB: the panels decide
+    assert _gpc_band(4, 16, 128, 64, b_bytes=60 << 20) == 2  # one wave: every band's B is read at once
 
 
 def test_the_cost_model_prices_a_one_wave_grid_by_the_operand_panels_its_neighbours_touch():

@@ -202,8 +202,8 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             return False, (f"cluster_m={cl} takes {cl} tile-rows at a time: {rows} tile-rows of {p['tile_m']} do not "
                            "divide")
         if p["group"] not in _orders(rows // cl):
-            return False, (f"group {p['group']} walks {rows // cl} tile-rows of work units ({cl} tile-rows each) in the "
-                           f"order {p['group'] // 2} does")
+            return False, (f"group {p['group']} walks {rows // cl} tile-rows of work units ({cl} tile-rows each) in "
+                           f"the order {p['group'] // 2} does")
         if p.get("grid") == "even" and (why := uneven_waves(rows // cl * ceil_div(n, p["tile_n"]), cl, lim.num_sms)):
             return False, why
     return True, ""
@@ -499,8 +499,9 @@ def _pingpong_prior(shape: tuple[int, int, int], sms: int = 132) -> list[dict[st
     against 1.00 in bands), any other in square bands (`_square_band`); but a grid of at most GPC_BAND_WAVES waves
     (other than rows at K = 256) in `_gpc_band`'s band: on eight such grids fresh to the question, tall ones that
     walked rows and one in square bands of 8, it read -0.6% to +0.9% of the old order back to back (geomean +0.3%),
-    -2.5% to +0.6% separated and -0.1% to +3.0% in server mode (+0.9%) (H200, docs/benchmarks/data/raw_gpc_band_beyond_two_waves_h200_2026-11-27_7e54cfc.json). [] where
-    the tile's grid fills less than WAVE_FILL of the SMs. The even grid, where it pays, is `_listed_priors`'
+    -2.5% to +0.6% separated and -0.1% to +3.0% in server mode (+0.9%) (H200,
+    docs/benchmarks/data/raw_gpc_band_beyond_two_waves_h200_2026-11-27_7e54cfc.json). [] where the tile's grid fills
+    less than WAVE_FILL of the SMs. The even grid, where it pays, is `_listed_priors`'
     (`pricing.even_grid`; below POWER_LIMIT_FLOP it changes nothing).
 
     Against the best of each shape's first batch at 13a0c15 (the policy's first four proposals, the same rounds, best
@@ -675,27 +676,26 @@ def _gpc_band(rows: int, cols: int, tile_m: int, tile_n: int, b_bytes: int = 0, 
     8-column grid read 26% below rows back to back (docs/benchmarks/data/raw_gpc_band_h200_2026-11-27_7d6dff4.json).
 
     Any band up to one covering all tile-rows (`_orders`; a band of all of M walks the grid column by column), and
-    first the fewest passes over B (`_b_passes`). On eleven short grids fresh to the question (2-7 tile-rows of wide
-    N, 16-60 MiB of B; H200, same rounds), the pick read faster than the old order (rows where the grid had fewer than
-    four tile-rows, else two bands' worth) for 16 of 16 priors in every mode, by 0.3-36% back to back (geomean 9.8%;
-    ping-pong 128x128 on 2-3 tile-rows 24% and 36%); on 6 of the 10 grids whose order changed it read ahead of the
-    policy's first proposal (CUTLASS) in every mode, in server mode by 3.9-7.5%
+    first the fewest passes over B (`_b_passes`: beyond a wave, where B outgrows the L2). On eleven short grids fresh
+    to the question (2-7 tile-rows of wide N, 16-60 MiB of B; H200, same rounds), the pick read faster than the old
+    order (rows where the grid had fewer than four tile-rows, else two bands' worth) for the 15 of 17 priors whose
+    band changes, in every mode, by 0.3-36% back to back (geomean 10.4%; ping-pong 128x128 on 2-3 tile-rows 24% and
+    36%), and missed the fastest band by 1.1% and 0.5% on the other two; on 6 of the 10 grids whose order changed it
+    read ahead of the policy's first proposal (CUTLASS) in every mode, in server mode by 3.9-7.5%
     (docs/benchmarks/data/raw_short_grid_bands_h200_2026-11-27_852a1b4.json)."""
     return min(_orders(rows), key=lambda g: (_b_passes(rows, cols, g, b_bytes, sms),
                                              _run_panels(rows, cols, g, tile_m, tile_n), g))
 
 
-# B's bytes beyond which a grid of more than one wave reads B from DRAM once for every band (`_b_passes`): set between
-# the short grids of 2.4-3 waves where the band covering all of M read faster than the panel count's narrower one
-# (B of 36 and 60 MiB, 128x64 tiles: 1.1% and 7.1% back to back) and one where it did not (28 MiB, 7 tile-rows: bands
-# of 8 read 8% below bands of 2) (docs/benchmarks/data/raw_short_grid_bands_h200_2026-11-27_852a1b4.json)
-GPC_B_L2_BYTES = 32 << 20
-
-
 def _b_passes(rows: int, cols: int, group: int, b_bytes: int, sms: int) -> int:
     """How many times a grid in bands of `group` tile-rows reads B from DRAM: once a band where the grid takes more
-    than a wave (a band's columns come round again a wave or more later) and B exceeds GPC_B_L2_BYTES, else once."""
-    return ceil_div(rows, group) if rows * cols > sms and b_bytes > GPC_B_L2_BYTES else 1
+    than a wave (a band's columns come round again a wave or more later) and B outgrows the L2 (`pricing.L2_BYTES`),
+    else once. With the L2's size as the bound, the short grids' probes agree: B of 60 MiB on 4 tile-rows of 128x64,
+    the band of all 4 read 7.1% faster than bands of 2 back to back; of 32-39 MiB on 5-6 tile-rows, one band of all of
+    M read 1.9-12% slower than the panel count's bands of 2, and of 36 MiB on 4 tile-rows 1.1% faster
+    (docs/benchmarks/data/raw_short_grid_bands_h200_2026-11-27_852a1b4.json,
+    short_grid_bands_first_batch_ab_h200_2026-11-27_8b04754.json)."""
+    return ceil_div(rows, group) if rows * cols > sms and b_bytes >= pricing.L2_BYTES else 1
 
 
 def _tile_order(rows: int, cols: int, group: int) -> list[tuple[int, int]]:
@@ -734,12 +734,12 @@ def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str
     """The hand-written kernel's tiles that matched cuBLASLt's cycles (128x256, then 256x128) with the TMA epilogue and
     the deepest ring; beyond one wave, bands that keep a wave's footprint square (`_square_band`), and on one wave
     the order `_one_wave_band` measured at the power limit, `_gpc_band`'s below it. 256x192 where 192 divides N, as
-    for CUTLASS, and first where 128x256 would take more than four waves. No 2-CTA cluster: it has not been timed beyond one wave since its barrier fix
-    (docs/benchmarks/data/sweeps/cluster_arrive_2026-11-23_3767b20.txt), and on one wave it measured 0.987-0.994 in
-    bands.
+    for CUTLASS, and first where 128x256 would take more than four waves. No 2-CTA cluster: it has not been timed
+    beyond one wave since its barrier fix (docs/benchmarks/data/sweeps/cluster_arrive_2026-11-23_3767b20.txt), and on
+    one wave it measured 0.987-0.994 in bands.
     A one-wave grid whose B is at least twice A streams B (and C) with an L2 evict_first hint, so A stays for the next
-    call: 1.2% and 1.1% faster power-steady on 1024x4096x8192 in two sweeps on two machines (clock +15-22
-    MHz, cycles unchanged); the hint on A measured nothing on 4096x1024x12288, and on multi-wave shapes it cost
+    call: 1.2% and 1.1% faster power-steady on 1024x4096x8192 in two sweeps on two machines (clock +15-22 MHz, cycles
+    unchanged); the hint on A measured nothing on 4096x1024x12288, and on multi-wave shapes it cost
     0.6-4% (A's panels are shared by CTAs that drift apart), so it goes nowhere else. Where 128x256 fills at most
     half a wave, `_half_wave_filler`'s tile comes first."""
     m, n, _ = shape
