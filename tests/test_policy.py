@@ -674,7 +674,8 @@ def test_raw_priors_are_feasible_on_the_big_dev_shapes_and_band_as_measured():
     wide = priors.priors("hopper_raw", (8192, 4096, 16384), "fp32", "sm_90a")
     assert [(p["tile_m"], p["tile_n"], p["group"]) for p in wide] == [(128, 256, 16), (256, 128, 8)]
     assert priors.priors("hopper_raw", (4096, 12288, 16384), "fp32", "sm_90a")[0]["group"] == 8
-    assert priors.priors("hopper_raw", (1024, 12288, 8192), "fp32", "sm_90a")[0]["group"] == 4  # 8 tile-rows in all
+    # 8 tile-rows in all: one band of all of them (SHORT_GRID_ROWS), 1.005 against 0.988 in bands of 4
+    assert priors.priors("hopper_raw", (1024, 12288, 8192), "fp32", "sm_90a")[0]["group"] == 8
     # one wave with B at least twice A: B and C stream with an evict_first hint; nowhere else
     assert all(p["l2_evict_first"] == "bc" for p in one_wave)
     for shape in shapes:
@@ -1314,6 +1315,20 @@ def test_raw_few_wave_grids_take_the_band_that_keeps_a_gpc_to_few_operand_panels
     ps = [p for p in priors.priors("hopper_raw", shape, "fp32", "sm_90a") if p.get("schedule") != "pingpong"]
     assert (ps[0]["tile_m"], ps[0]["tile_n"], ps[0]["group"]) == first
     assert hopper_raw.feasible(ps[0], shape, "sm_90a") == (True, "")
+
+
+@pytest.mark.parametrize("shape,first", [
+    ((384, 16384, 1024), (128, 128, 4, "pingpong")),  # 3 tile-rows, 3 waves: all of M (1.056 against 0.898 in rows)
+    ((768, 16384, 8192), (128, 256, 8, None)),  # 6 tile-rows: one band (1.005 against 0.951 in bands of 2)
+    ((1024, 12288, 8192), (128, 256, 8, None)),  # the dev shape, 8 tile-rows: 1.005 against 0.988 in bands of 4
+    ((2048, 8192, 8192), (128, 256, 8, None)),  # 16 tile-rows: two bands' worth, as measured (16 not timed)
+    ((1024, 4096, 8192), (128, 256, 4, None)),  # one power-limited wave of 8 tile-rows: the bands measured
+])
+def test_short_grids_beyond_a_wave_take_one_band_of_all_of_m(shape, first):
+    """Beyond a wave every band of tile-rows reads B again: below SHORT_GRID_ROWS the square band may cover all of
+    M (`hopper_raw._widest_band`), as it read faster on every grid of 2-8 tile-rows probed."""
+    p = priors.priors("hopper_raw", shape, "fp32", "sm_90a")[0]
+    assert (p["tile_m"], p["tile_n"], p["group"], p.get("schedule")) == first
 
 
 def test_gpc_band_counts_the_operand_panels_of_each_run_of_consecutive_work_units():

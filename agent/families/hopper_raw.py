@@ -612,13 +612,27 @@ def _orders(unit_rows: int) -> list[int]:
 
 
 def _bands(unit_rows: int) -> list[int]:
-    """The bands `_widest_band` chooses from: two bands' worth of rows (its square bands were measured so)."""
+    """The bands `_widest_band` chooses from from SHORT_GRID_ROWS: two bands' worth of rows (its square bands were
+    measured so)."""
     return [g for g in DOMAIN["group"] if g == 1 or unit_rows >= 2 * g]
 
 
-def _widest_band(unit_rows: int, cap: int) -> int:
-    """The widest accepted band (`_bands`) up to `cap`."""
-    return max(g for g in _bands(unit_rows) if g == 1 or g <= cap)
+# Tile-rows below which `_widest_band` may take a band covering all of them (`_orders`): on nine grids of 2-6 tile-rows
+# beyond a wave (the ping-pong prior at K = 512-1024 and the listed 128x256 of large shapes, 2^34-2^37 FLOP, and one
+# power-limited wave) the band of all of M read faster than the two-bands'-worth one in every mode, by 3.1-34% back
+# to back (384x16384x1024 0.898 -> 1.056, 768x16384x8192 0.951 -> 1.005, 256x16384x16384 0.804 -> 0.985): every
+# extra band is another pass over B (H200,
+# docs/benchmarks/data/raw_short_grid_square_bands_h200_2026-11-27_aeeb89e.json).
+# On five more of 7-8 tile-rows (2^36-2^37 FLOP) it read faster for all ten priors, 128x256 by 1.2-8.2% and 256x128
+# by 2.2-15% back to back (the dev shape 1024x12288x8192's 128x256: 0.988 -> 1.005;
+# raw_eight_row_bands_h200_2026-11-27_aeeb89e.json); from 9 tile-rows not measured
+SHORT_GRID_ROWS = 9
+
+
+def _widest_band(unit_rows: int, cap: int, short: int = SHORT_GRID_ROWS) -> int:
+    """The widest band up to `cap`: of `_bands`, or on a grid of fewer than `short` tile-rows of `_orders`."""
+    bands = _orders(unit_rows) if unit_rows < short else _bands(unit_rows)
+    return max(g for g in bands if g == 1 or g <= cap)
 
 
 def _square_band(tile_m: int, tile_n: int, sms: int) -> int:
@@ -726,8 +740,10 @@ def _one_wave_band(rows: int, tile_m: int, tile_n: int, tiles: int) -> int:
     wider, else along N (sharing A's). Power-steady on an H200 (two sweeps): 1024x4096x8192 with 128x256 tiles,
     bands of 2 or 4 tile-rows 0.998-0.999 of cuBLASLt against 0.967 for rows (their loads alone: 30 against 43 mJ a
     call), 1.011 against 0.984 with the B/C evict_first hint; 4096x1024x12288, bands of 16 0.999 against 0.995 for
-    128x256, and rows 0.985 against 0.972-0.979 for bands of 4-8 of 256x128."""
-    return _widest_band(rows, _square_band(tile_m, tile_n, tiles)) if tile_n > tile_m else 1
+    128x256, and rows 0.985 against 0.972-0.979 for bands of 4-8 of 256x128. On fewer than four tile-rows a band of
+    all of M: 256x16384x16384 read 0.985 against 0.804 in rows
+    (raw_short_grid_square_bands_h200_2026-11-27_aeeb89e.json); on 4-8 the bands measured, two bands' worth."""
+    return _widest_band(rows, _square_band(tile_m, tile_n, tiles), short=4) if tile_n > tile_m else 1
 
 
 def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
