@@ -612,7 +612,7 @@ def _orders(unit_rows: int) -> list[int]:
 
 
 def _bands(unit_rows: int) -> list[int]:
-    """The bands `_widest_band` chooses from from SHORT_GRID_ROWS: two bands' worth of rows (its square bands were
+    """The bands `_widest_band` takes from SHORT_GRID_ROWS tile-rows: two bands' worth (its square bands were
     measured so)."""
     return [g for g in DOMAIN["group"] if g == 1 or unit_rows >= 2 * g]
 
