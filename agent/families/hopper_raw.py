@@ -648,7 +648,8 @@ def _square_band(tile_m: int, tile_n: int, sms: int) -> int:
 # CTAs launched one after another that a band should keep to few operand panels (`_gpc_band`): near a GPC's SMs (132
 # SMs in 8 GPCs on an H100 or H200), fitted on the three band probes (49 grids, each in 2-4 bands): the pick's shortfall
 # from the fastest band measured, geomean back to back, was 0.01% and 0.45% for 12 against 0.11% and 0.75% for 16 and
-# 0.07% and 0.45% for 8 (16 and 8 tie 128x64's bands 2 and 4 or 128x128's, where 2 and 4 measured best respectively)
+# 0.07% and 0.45% for 8 (16 and 8 tie 128x64's bands 2 and 4 or 128x128's, where 2 and 4 measured best respectively);
+# `scripts/band_check.py PROBES --runs 8,16` recounts it on any probe of bands
 GPC_CTAS = 12
 # The time of a one-wave grid below the power limit against rows, as its runs' operand panels (`_run_panels`) against
 # rows' to this power: bands of two read 0.3-5.7% faster back to back with 0.59-0.67 of rows' panels on the probe of
