@@ -1368,6 +1368,10 @@ def test_the_cost_model_prices_a_one_wave_grid_by_the_operand_panels_its_neighbo
                                                                      group=1)
     assert us((2048, 4096, 192), tile_n=128, stages=3, group=4) == us((2048, 4096, 192), tile_n=128, stages=3,
                                                                      group=1)
+    # ping-pong beyond two waves only on a short grid (3 tile-rows here: one band of all of M read 18% faster)
+    pp = dict(tile_n=128, stages=6, schedule="pingpong")
+    assert us((384, 16384, 1024), **pp, group=4) < us((384, 16384, 1024), **pp, group=1)
+    assert us((4096, 8192, 1024), **pp, group=16) == us((4096, 8192, 1024), **pp, group=1)
 
 
 def test_the_python_tile_order_is_the_templates_and_visits_every_tile_once():

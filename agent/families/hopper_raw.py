@@ -886,10 +886,10 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
         # one wave: neighbours sharing the wider operand tile cost less energy (_one_wave_band)
         band_gain = 0.97 if tn > tm else 1.01
     elif (p.get("cluster_m", 1) == 1 and _gpc_banded(tm, tn, shape, sms)
-          and (not pingpong or tiles <= GPC_BAND_WAVES * sms)):
+          and (not pingpong or tiles <= GPC_BAND_WAVES * sms or ceil_div(m, tm) < SHORT_GRID_ROWS)):
         # below the power limit: the fewer operand panels runs of neighbouring CTAs touch, the fewer sectors the L2
         # serves (_gpc_band); the time as that count's ratio to rows' to the GPC_PANEL_EXP. Not ping-pong beyond two
-        # waves, where rows and square bands measured -3% to +4% either way (_pingpong_prior)
+        # waves but on short grids, where rows and square bands measured -3% to +4% either way (_pingpong_prior)
         rows, cols = ceil_div(m, tm), ceil_div(n, tn)
         band_gain = (_run_panels(rows, cols, p["group"], tm, tn) / _run_panels(rows, cols, 1, tm, tn)) ** GPC_PANEL_EXP
     else:
