@@ -651,14 +651,15 @@ def _square_band(tile_m: int, tile_n: int, sms: int) -> int:
 # 0.07% and 0.45% for 8 (16 and 8 tie 128x64's bands 2 and 4 or 128x128's, where 2 and 4 measured best respectively);
 # `scripts/band_check.py PROBES --runs 8,16` recounts it on any probe of bands
 GPC_CTAS = 12
-# The time of a one-wave grid below the power limit against rows, as its runs' operand panels (`_run_panels`) against
-# rows' to this power: bands of two read 0.3-5.7% faster back to back with 0.59-0.67 of rows' panels on the probe of
-# `_gpc_band` (2% at 0.59: 0.03), 8 tile-rows of 128x64 with 1.5 times rows' panels 26% slower
+# The time of a grid `_gpc_banded` names, below the power limit, against rows, as its runs' operand panels
+# (`_run_panels`) against rows' to this power (set on one-wave grids): bands of two read 0.3-5.7% faster back to back
+# with 0.59-0.67 of rows' panels on the probe of `_gpc_band` (2% at 0.59: 0.03), 8 tile-rows of 128x64 with 1.5 times
+# rows' panels 26% slower
 GPC_PANEL_EXP = 0.06
 # 128-row tile widths whose grids were measured in bands (`_gpc_band`; 64-row tiles were not), and the waves: on five
 # two-wave grids of 128x64 and 128x128 (K = 2112-3648) the band picked read 3.7-23% faster than rows back to back
 # and 3.4-21% in server mode, on five one-wave grids of the cooperative 128x176 0.1-15% and -0.2% to +17%
-# (docs/benchmarks/data/raw_gpc_band_two_waves_176_h200_2026-11-27_00b0b9f.json); beyond two waves not measured
+# (docs/benchmarks/data/raw_gpc_band_two_waves_176_h200_2026-11-27_00b0b9f.json); beyond two waves see `_gpc_banded`
 GPC_BAND_WIDTHS = (64, 128, 176, 256)
 GPC_BAND_WAVES = 2
 
@@ -838,7 +839,8 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     m, n, k = shape
     sms = pricing.arch_limits(arch).num_sms
     tm, tn = p["tile_m"], p["tile_n"]
-    tiles = ceil_div(m, tm) * ceil_div(n, tn)
+    rows, cols = ceil_div(m, tm), ceil_div(n, tn)
+    tiles = rows * cols
     eff = pricing.WGMMA_TILE_EFF.get((tm, tn), 0.9)
     pingpong, kblocks = p.get("schedule") == "pingpong", ceil_div(k, 64)
     if pingpong:
@@ -877,7 +879,7 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
         t_mem *= 1.0 + 0.25 * max(0.0, 1.0 - inflight / STREAM_INFLIGHT_BYTES)
     # bands of tile-rows keep A's panels in L2 while the band's columns pass (as CUTLASS's swizzle does)
     power_limited_waves = tiles > sms and 2.0 * m * n * k > POWER_LIMIT_FLOP
-    if pingpong and p["group"] == 1 and _rows_at_short_k(ceil_div(m, tm), n, k):
+    if pingpong and p["group"] == 1 and _rows_at_short_k(rows, n, k):
         # rows at K = 256 from 32 tile-rows read 3% faster than the square bands back to back (ROWS_K)
         band_gain = 0.97 * (0.95 if power_limited_waves else 1.0)
     elif power_limited_waves:
@@ -886,11 +888,10 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
         # one wave: neighbours sharing the wider operand tile cost less energy (_one_wave_band)
         band_gain = 0.97 if tn > tm else 1.01
     elif (p.get("cluster_m", 1) == 1 and _gpc_banded(tm, tn, shape, sms)
-          and (not pingpong or tiles <= GPC_BAND_WAVES * sms or ceil_div(m, tm) < SHORT_GRID_ROWS)):
+          and (not pingpong or tiles <= GPC_BAND_WAVES * sms or rows < SHORT_GRID_ROWS)):
         # below the power limit: the fewer operand panels runs of neighbouring CTAs touch, the fewer sectors the L2
         # serves (_gpc_band); the time as that count's ratio to rows' to the GPC_PANEL_EXP. Not ping-pong beyond two
         # waves but on short grids, where rows and square bands measured -3% to +4% either way (_pingpong_prior)
-        rows, cols = ceil_div(m, tm), ceil_div(n, tn)
         band_gain = (_run_panels(rows, cols, p["group"], tm, tn) / _run_panels(rows, cols, 1, tm, tn)) ** GPC_PANEL_EXP
     else:
         band_gain = 1.0
