@@ -674,7 +674,7 @@ def test_raw_priors_are_feasible_on_the_big_dev_shapes_and_band_as_measured():
     wide = priors.priors("hopper_raw", (8192, 4096, 16384), "fp32", "sm_90a")
     assert [(p["tile_m"], p["tile_n"], p["group"]) for p in wide] == [(128, 256, 16), (256, 128, 8)]
     assert priors.priors("hopper_raw", (4096, 12288, 16384), "fp32", "sm_90a")[0]["group"] == 8
-    # 8 tile-rows in all: one band of all of them (SHORT_GRID_ROWS), 1.005 against 0.988 in bands of 4
+    # 8 tile-rows in all: one band of all of them (`_widest_band`), 1.005 against 0.988 in bands of 4
     assert priors.priors("hopper_raw", (1024, 12288, 8192), "fp32", "sm_90a")[0]["group"] == 8
     # one wave with B at least twice A: B and C stream with an evict_first hint; nowhere else
     assert all(p["l2_evict_first"] == "bc" for p in one_wave)
@@ -931,7 +931,7 @@ def test_raw_mid_shape_priors_fill_the_sms_with_a_deep_ring(shape, tiles):
     ((2048, 1024, 1024), (128, 4, 6, "full")),  # one wave: `_gpc_band`'s band, not rows though tall with a small B
     ((2048, 2048, 1024), (128, 4, 6, "full")),  # two waves: `_gpc_band`'s, not the square band of 8
     ((4096, 2048, 1024), (128, 1, 6, "full")),  # 3.9 waves, taller than wide, 4 MB of B: rows
-    ((2048, 4096, 1024), (128, 8, 6, "full")),  # 3.9 waves, wider than tall: square bands
+    ((2048, 4096, 1024), (128, 16, 6, "full")),  # 3.9 waves, wider than tall: the square band, all 16 tile-rows
     ((4096, 16384, 2048), (192, 16, 4, "full")),  # 16x8192x2048 of B: bands (in rows it read 0.72, bands 1.00)
     ((16384, 2048, 1024), (192, 1, 4, "even")),  # 15.5 waves of 128x128: 192 wide; tall with 4 MB of B: rows
     ((16384, 4096, 2048), (192, 16, 4, "even")),  # tall, but 16 MB of B: bands
@@ -940,11 +940,11 @@ def test_raw_mid_shape_priors_fill_the_sms_with_a_deep_ring(shape, tiles):
     ((9472, 2048, 1536), (176, 1, 5, "full")),  # 7 tiles a CTA either way: 176 ends 8% sooner
     ((4096, 12288, 256), (176, 1, 5, "full")),  # 176's fifth stage past K's four blocks; 32 tile-rows at K=256: rows
     ((6912, 10496, 256), (192, 1, 4, "full")),  # wide, but 54 tile-rows at K = 256 with 5 MB of B: rows
-    ((2560, 14848, 256), (192, 8, 4, "full")),  # 20 tile-rows: bands
+    ((2560, 14848, 256), (192, 16, 4, "full")),  # 20 tile-rows: bands
     ((4608, 10432, 320), (192, 16, 4, "full")),  # 36 tile-rows, but K = 320: bands
     ((16384, 12288, 512), (192, 16, 4, "even")),  # 68 tiles of 176 against 63 of 192: 0.989, 192 stays
     ((2944, 2880, 1024), (176, 1, 5, "full")),  # 3 tiles of 176 a CTA against 4 of 128; now taller than wide: rows
-    ((2816, 4544, 768), (128, 8, 6, "full")),  # 5 of 176 against 6 of 128: 1.146 of its columns, 128 stays
+    ((2816, 4544, 768), (128, 16, 6, "full")),  # 5 of 176 against 6 of 128: 1.146 of its columns, 128 stays
     ((168, 9984, 1344), None),  # 128x128 fills 59% of two waves: no ping-pong prior, 176 (86% of one) untimed there
     ((1024, 4096, 256), (128, 4, 4, "full")),  # four k-blocks: a ring no deeper
     ((4096, 1024, 128), None),  # two k-blocks: below PINGPONG_K
@@ -1321,12 +1321,16 @@ def test_raw_few_wave_grids_take_the_band_that_keeps_a_gpc_to_few_operand_panels
     ((384, 16384, 1024), (128, 128, 4, "pingpong")),  # 3 tile-rows, 3 waves: all of M (1.056 against 0.898 in rows)
     ((768, 16384, 8192), (128, 256, 8, None)),  # 6 tile-rows: one band (1.005 against 0.951 in bands of 2)
     ((1024, 12288, 8192), (128, 256, 8, None)),  # the dev shape, 8 tile-rows: 1.005 against 0.988 in bands of 4
-    ((2048, 8192, 8192), (128, 256, 8, None)),  # 16 tile-rows: two bands' worth, as measured (16 not timed)
+    ((2048, 8192, 8192), (128, 256, 16, None)),  # 16 tile-rows: all of them (1.007 against 1.004 in bands of 8)
+    ((1280, 16384, 6144), (128, 256, 16, None)),  # 10 tile-rows: all of them (1.001 against 0.976 in bands of 4)
+    ((3136, 14720, 896), (128, 176, 16, "pingpong")),  # 25 tile-rows: bands of 16 (1.004 against 0.979 in 8)
     ((1024, 4096, 8192), (128, 256, 4, None)),  # one power-limited wave of 8 tile-rows: the bands measured
 ])
-def test_short_grids_beyond_a_wave_take_one_band_of_all_of_m(shape, first):
-    """Beyond a wave every band of tile-rows reads B again: below SHORT_GRID_ROWS the square band may cover all of
-    M (`hopper_raw._widest_band`), as it read faster on every grid of 2-8 tile-rows probed."""
+def test_grids_beyond_a_wave_take_the_square_band_up_to_all_of_m(shape, first):
+    """Beyond a wave every band of tile-rows reads B again: the square band may cover all of M, or as much of it
+    as the square band allows, at any height (`hopper_raw._widest_band`), as it read faster on every grid of 2-8
+    tile-rows probed and for 128-row tiles on 9-31 (256x128 even); a power-limited single wave of 4 or more tile-rows
+    keeps two bands' worth (`_one_wave_band`)."""
     p = priors.priors("hopper_raw", shape, "fp32", "sm_90a")[0]
     assert (p["tile_m"], p["tile_n"], p["group"], p.get("schedule")) == first
 

@@ -612,27 +612,31 @@ def _orders(unit_rows: int) -> list[int]:
 
 
 def _bands(unit_rows: int) -> list[int]:
-    """The bands `_widest_band` takes from SHORT_GRID_ROWS tile-rows: two bands' worth (its square bands were
-    measured so)."""
+    """Two bands' worth: the bands a power-limited one-wave grid of four or more tile-rows was measured in
+    (`_one_wave_band`)."""
     return [g for g in DOMAIN["group"] if g == 1 or unit_rows >= 2 * g]
 
 
-# Tile-rows below which `_widest_band` may take a band covering all of them (`_orders`): on nine grids of 2-6 tile-rows
-# beyond a wave (the ping-pong prior at K = 512-1024 and the listed 128x256 of large shapes, 2^34-2^37 FLOP, and one
-# power-limited wave) the band of all of M read faster than the two-bands'-worth one in every mode, by 3.1-34% back
-# to back (384x16384x1024 0.898 -> 1.056, 768x16384x8192 0.951 -> 1.005, 256x16384x16384 0.804 -> 0.985): every
-# extra band is another pass over B (H200,
-# docs/benchmarks/data/raw_short_grid_square_bands_h200_2026-11-27_aeeb89e.json).
-# On five more of 7-8 tile-rows (2^36-2^37 FLOP) it read faster for all ten priors, 128x256 by 1.2-8.2% and 256x128
-# by 2.2-15% back to back (the dev shape 1024x12288x8192's 128x256: 0.988 -> 1.005;
-# raw_eight_row_bands_h200_2026-11-27_aeeb89e.json); from 9 tile-rows not measured
+# Tile-rows below which a grid is short: the cost model prices a ping-pong grid's band beyond two waves by its panels
+# only there (`estimate_us`; rows and square bands measured -3% to +4% either way on taller ones)
 SHORT_GRID_ROWS = 9
 
 
-def _widest_band(unit_rows: int, cap: int, short: int = SHORT_GRID_ROWS) -> int:
-    """The widest band up to `cap`: of `_bands`, or on a grid of fewer than `short` tile-rows of `_orders`."""
-    bands = _orders(unit_rows) if unit_rows < short else _bands(unit_rows)
-    return max(g for g in bands if g == 1 or g <= cap)
+def _widest_band(unit_rows: int, cap: int, bands: list[int] | None = None) -> int:
+    """The widest band up to `cap` of `bands`, by default `_orders`: up to one covering all tile-rows, since beyond a
+    wave every extra band is another pass over B. On nine grids of 2-6 tile-rows beyond a wave (the ping-pong prior at
+    K = 512-1024, the listed 128x256 of 2^34-2^37 FLOP, one power-limited wave) the band of all of M read faster than
+    two bands' worth in every mode, by 3.1-34% back to back (384x16384x1024 0.898 -> 1.056, 256x16384x16384 0.804 ->
+    0.985; raw_short_grid_square_bands_h200_2026-11-27_aeeb89e.json); on five of 7-8 tile-rows for all ten priors,
+    128x256 by 1.2-8.2%, 256x128 by 2.2-15% (raw_eight_row_bands_h200_2026-11-27_aeeb89e.json). On 9-31 tile-rows
+    (eight fresh grids of 2^34-2^38 FLOP, H200, same rounds) the widest band read ahead of two bands' worth for all
+    nine 128-row priors, by 0.1-2.5% back to back (1280x16384x6144's 128x256 in bands of 16: 0.976 -> 1.001 of best
+    NVIDIA; ping-pong 0.4%) (docs/benchmarks/data/raw_band_rows_9_31_h200_2026-11-27_e0e89b9.json). Out of sample,
+    the 28 priors this changed on fifteen fresh off-grid shapes of 9-30 tile-rows, old band against new in the same
+    rounds: 128x256 faster on 11 of 14 back to back (geomean +0.7%, to +2.5%, worst -0.1%), 256x192 on 2 of 2 (+0.5%),
+    the ping-pong tiles from -0.5% to +2.6%, and 256x128 (bands of 8 for 4) a wash: -0.3% back to back (worst -1.2%),
+    +0.4% separated, -0.1% in server mode (raw_band_orders_any_height_h200_2026-11-27_e0e89b9.json)."""
+    return max(g for g in (bands or _orders(unit_rows)) if g == 1 or g <= cap)
 
 
 def _square_band(tile_m: int, tile_n: int, sms: int) -> int:
@@ -745,7 +749,9 @@ def _one_wave_band(rows: int, tile_m: int, tile_n: int, tiles: int) -> int:
     128x256, and rows 0.985 against 0.972-0.979 for bands of 4-8 of 256x128. On fewer than four tile-rows a band of
     all of M: 256x16384x16384 read 0.985 against 0.804 in rows
     (raw_short_grid_square_bands_h200_2026-11-27_aeeb89e.json); on 4-8 the bands measured, two bands' worth."""
-    return _widest_band(rows, _square_band(tile_m, tile_n, tiles), short=4) if tile_n > tile_m else 1
+    if tile_n <= tile_m:
+        return 1
+    return _widest_band(rows, _square_band(tile_m, tile_n, tiles), _orders(rows) if rows < 4 else _bands(rows))
 
 
 def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
