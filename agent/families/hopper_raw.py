@@ -702,7 +702,10 @@ def _gpc_band(rows: int, cols: int, tile_m: int, tile_n: int, b_bytes: int = 0, 
     band changes, in every mode, by 0.3-36% back to back (geomean 10.4%; ping-pong 128x128 on 2-3 tile-rows 24% and
     36%), and missed the fastest band by 1.1% and 0.5% on the other two; on 6 of the 10 grids whose order changed it
     read ahead of the policy's first proposal (CUTLASS) in every mode, in server mode by 3.9-7.5%
-    (docs/benchmarks/data/raw_short_grid_bands_h200_2026-11-27_852a1b4.json)."""
+    (docs/benchmarks/data/raw_short_grid_bands_h200_2026-11-27_852a1b4.json). On seven one-wave grids of 4-7
+    tile-rows, the nine priors it puts in bands of 4 or 8 (all of M) read ahead of bands of 2 by -0.15% to +11% back to
+    back (geomean 1.4%; server 2.0%) and of rows by 0.4-31% (576x2816x14144's 128x128: 0.833 of best NVIDIA against
+    0.751 and 0.637; raw_band_rows_9_31_h200_2026-11-27_e0e89b9.json)."""
     return min(_orders(rows), key=lambda g: (_b_passes(rows, cols, g, b_bytes, sms),
                                              _run_panels(rows, cols, g, tile_m, tile_n), g))
 
