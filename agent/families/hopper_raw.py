@@ -629,7 +629,7 @@ def _widest_band(unit_rows: int, cap: int, bands: list[int] | None = None) -> in
     two bands' worth in every mode, by 3.1-34% back to back (384x16384x1024 0.898 -> 1.056, 256x16384x16384 0.804 ->
     0.985; raw_short_grid_square_bands_h200_2026-11-27_aeeb89e.json); on five of 7-8 tile-rows for all ten priors,
     128x256 by 1.2-8.2%, 256x128 by 2.2-15% (raw_eight_row_bands_h200_2026-11-27_aeeb89e.json). On 9-31 tile-rows
-    (eight fresh grids of 2^34-2^38 FLOP, H200, same rounds) the widest band read ahead of two bands' worth for all
+    (eight fresh grids of 2^35-2^39 FLOP, H200, same rounds) the widest band read ahead of two bands' worth for all
     nine 128-row priors, by 0.1-2.5% back to back (1280x16384x6144's 128x256 in bands of 16: 0.976 -> 1.001 of best
     NVIDIA; ping-pong 0.4%) (docs/benchmarks/data/raw_band_rows_9_31_h200_2026-11-27_e0e89b9.json). Out of sample,
     the 28 priors this changed on fifteen fresh off-grid shapes of 9-30 tile-rows, old band against new in the same
