@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 
 from evaluator.record import EvalResult
-from agent.files import replace_text
+from agent.files import replace_text, to_wal
 from agent.secrets import scrub
 
 DEFAULT_BASELINE = "cublaslt-autotune-max"
@@ -164,7 +164,7 @@ class Archive:
         self.kernels_dir = self.db_path.parent / "kernels"
         self.kernels_dir.mkdir(exist_ok=True)
         with self._conn() as c:
-            c.execute("PRAGMA journal_mode=WAL")
+            to_wal(c)
             c.executescript(_SCHEMA)
             c.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
             if "summary" not in {r["name"] for r in c.execute("PRAGMA table_info(variants)")}:

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from agent.files import to_wal
 from agent.secrets import scrub
 from evaluator.record import EvalResult
 
@@ -30,7 +31,7 @@ class CampaignDB:
     def __init__(self, path: Path):
         self.path = path
         with self._conn() as c:
-            c.execute("PRAGMA journal_mode=WAL")
+            to_wal(c)
             c.execute("CREATE TABLE IF NOT EXISTS final_runs (gpu TEXT, acc TEXT, m INT, n INT, k INT, mode TEXT, "
                       "rep INT, variant_id INT, source_hash TEXT, result TEXT, created_at REAL, "
                       "PRIMARY KEY (gpu, acc, m, n, k, mode, source_hash, rep))")

@@ -26,6 +26,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
 from agent.campaign.archive import Archive
+from agent.files import to_wal
 from agent.loop.budget import LoopBudget
 from agent.loop.state import ShapeOutcome, ShapeState, thread_id
 from agent.proposers.base import Proposal, ProposalContext, Proposer
@@ -356,6 +357,7 @@ class ShapeLoop:
         # Campaign lanes run several shapes of one run at once: one file, one connection each, waiting on locks.
         conn = sqlite3.connect(self.run_dir / CHECKPOINT_FILE, check_same_thread=False, timeout=120)
         try:
+            to_wal(conn)  # before SqliteSaver's own switch, which fails at once where another lane is making it
             app = self._graph().compile(checkpointer=SqliteSaver(conn))
             config = {"configurable": {"thread_id": tid}, "recursion_limit": 10_000}
             snap = app.get_state(config)
