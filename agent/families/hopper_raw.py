@@ -712,13 +712,13 @@ def _gpc_band(rows: int, cols: int, tile_m: int, tile_n: int, b_bytes: int = 0, 
 
 def _b_passes(rows: int, cols: int, group: int, b_bytes: int, sms: int) -> int:
     """How many times a grid in bands of `group` tile-rows reads B from DRAM: once a band where the grid takes more
-    than a wave (a band's columns come round again a wave or more later) and B outgrows the L2 (`pricing.L2_BYTES`),
+    than a wave (a band's columns come round again a wave or more later) and B outgrows the L2 (`pricing.outgrows_l2`),
     else once. With the L2's size as the bound, the short grids' probes agree: B of 60 MiB on 4 tile-rows of 128x64,
     the band of all 4 read 7.1% faster than bands of 2 back to back; of 32-39 MiB on 5-6 tile-rows, one band of all of
     M read 1.9-12% slower than the panel count's bands of 2, and of 36 MiB on 4 tile-rows 1.1% faster
     (docs/benchmarks/data/raw_short_grid_bands_h200_2026-11-27_852a1b4.json,
     short_grid_bands_first_batch_ab_h200_2026-11-27_8b04754.json)."""
-    return ceil_div(rows, group) if rows * cols > sms and b_bytes >= pricing.L2_BYTES else 1
+    return ceil_div(rows, group) if rows * cols > sms and pricing.outgrows_l2(b_bytes) else 1
 
 
 def _tile_order(rows: int, cols: int, group: int) -> list[tuple[int, int]]:

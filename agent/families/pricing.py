@@ -123,10 +123,15 @@ def mma_sync_time(shape, bm, bn, bk, threads, smem, split, stages, arch, warp_ti
 L2_BYTES = 50 * 2 ** 20  # the H100's L2 (the H200 has 60 MiB): an operand this large mostly streams from DRAM
 
 
+def outgrows_l2(nbytes: int) -> bool:
+    """An operand of `nbytes` does not fit in the L2, so whoever reads it reads DRAM."""
+    return nbytes >= L2_BYTES
+
+
 def b_outgrows_l2(shape: tuple[int, int, int]) -> bool:
-    """B (K x N halves) does not fit in the L2, so whoever reads it reads DRAM."""
+    """B (K x N halves) does not fit in the L2 (`outgrows_l2`)."""
     _, n, k = shape
-    return 2 * n * k >= L2_BYTES
+    return outgrows_l2(2 * n * k)
 
 
 def wave_fill(tiles: int, sms: int) -> float:
