@@ -48,10 +48,6 @@ DOMAIN: dict[str, tuple] = {
     # direct: half2 stores from the accumulator registers; tma: 64x64 sub-tiles (the last 16-48 columns wide where
     # tile_n is not a multiple of 64) through shared memory, TMA stores
     "epi": ("direct", "tma"),
-    # where the TMA epilogue's sub-tiles live: own: 32 KB of their own; ring: the ring stage of the tile's last
-    # k-block, held back from the producer until the stores have read it, so the ring may take a stage more (256x192
-    # four, not three). For sweeps only until measured
-    "epi_smem": ("own", "ring"),
     # alternate: a CTA walks K backward on every other work unit, so a wave starts on what the last one left in L2
     "k_order": ("forward", "alternate"),
     # operands (and C) whose TMA copies carry an L2 evict_first hint: the streamed one, so that what the next wave
@@ -83,8 +79,7 @@ DOMAIN: dict[str, tuple] = {
 # grid=streamk, tile_n=32, 64-row tiles and rings deeper than 7 stages stay with sweeps (DOMAIN says why) and with the
 # priors of M <= 64 (_streaming_priors); swap_ab is left out (a search never moves it), so that the knob distances of
 # the shapes it does not serve are those they were measured with.
-SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items()
-                                      if k not in ("cluster_k", "swap_ab", "epi_smem")},
+SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k not in ("cluster_k", "swap_ab")},
                                    "tile_m": (128, 256), "tile_n": tuple(t for t in DOMAIN["tile_n"] if t > 32),
                                    "stages": tuple(range(2, 8)),
                                    "l2_evict_first": ("none", "c", "bc"), "grid": ("full", "even")}
@@ -100,7 +95,7 @@ STREAMING_DOMAIN: dict[str, tuple] = {**SEARCH_DOMAIN, "tile_m": (64,), "tile_n"
                                       "stages": DOMAIN["stages"], "cluster_k": DOMAIN["cluster_k"], "group": (1,),
                                       "cluster_m": (1,), "epi": ("direct",), "l2_evict_first": ("none",),
                                       "grid": ("full",), "schedule": ("cooperative",)}
-DEFAULTS: dict[str, Any] = {"epi": "direct", "epi_smem": "own", "cluster_m": 1, "cluster_k": 1, "k_order": "forward",
+DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "k_order": "forward",
                             "l2_evict_first": "none", "grid": "full", "swap_ab": False, "schedule": "cooperative",
                             **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
@@ -124,7 +119,7 @@ def validate(params: dict[str, Any]) -> dict[str, Any]:
 def smem_bytes(p: dict[str, Any]) -> int:
     """The stage ring (128-byte rows of 64 K-elements; a K-split's fp32 partial tile reuses it, rows padded by 8),
     1024 bytes of alignment slack and the barriers."""
-    epi = EPI_BYTES if p.get("epi") == "tma" and p.get("epi_smem") != "ring" else 0
+    epi = EPI_BYTES if p.get("epi") == "tma" else 0
     ring = p["stages"] * (p["tile_m"] + p["tile_n"]) * 128
     if p.get("cluster_k", 1) > 1:
         ring = max(ring, p["tile_m"] * (p["tile_n"] + 8) * 4)
@@ -156,16 +151,6 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         return False, (f"the TMA epilogue stores 64-column sub-tiles and a last one of 16, 32 or 48 columns, a "
                        f"warpgroup's own rows (not a 64-row cooperative tile's shared ones, not stream-K's): "
                        f"tile_n={p['tile_n']} with tile_m={p['tile_m']}")
-    if p.get("epi_smem") == "ring":
-        bad = _clashing(p, {"epi": "tma", "cluster_k": 1}) + (["grid=streamk"] if p.get("grid") == "streamk" else [])
-        if bad:
-            return False, (f"epi_smem=ring puts the TMA epilogue in a tile's last ring stage: it needs epi=tma, "
-                           f"cluster_k=1 and whole tiles, not {', '.join(bad)}")
-        if p["tile_m"] == 64 and p.get("schedule") != "pingpong":
-            return False, "epi_smem=ring takes a warpgroup's own rows, not a 64-row cooperative tile's shared ones"
-        if (p["tile_m"] + p["tile_n"]) * 128 < EPI_BYTES:
-            return False, (f"epi_smem=ring needs a stage of at least {EPI_BYTES} bytes (the epilogue's four "
-                           f"sub-tiles): {p['tile_m']}x{p['tile_n']} has {(p['tile_m'] + p['tile_n']) * 128}")
     if p["tile_n"] == 32 and p["tile_m"] != 64:
         return False, f"tile_n=32 is for 64-row tiles (each consumer an m64n16 atom), not tile_m={p['tile_m']}"
     if p.get("schedule") == "pingpong":
