@@ -123,8 +123,13 @@ SHORT = "ac"
 # docs/benchmarks/data/tables, and on 14 mid shapes outside every sample the best of theirs in the search read 0.21-0.83
 # of best NVIDIA, never a tournament player (raw_mid_campaign_h200_2026-11-26_56e6505.json,
 # mid_rules_campaign_h200_2026-11-26_4acd906.json): a token share spent two of eight candidates a shape. M <= 64
-# streamed: none either (hopper_raw's SHARES say why).
-SHARES = {"skinny_streamed": 0.0, "skinny_long_k": 0.2, "output_bound": 0.3, "launch_bound": 0.5,
+# streamed: none either (hopper_raw's SHARES say why). Outputs of up to 2^20 with K >= 2048 on TMA's 16-byte rows
+# (skinny_tma): none. No mma.sync kernel won any of the 17 such shapes of the sm_90a tables (the held-out sample's
+# left out), and where both kinds were timed (ten shapes of K = 2176-16384: probes under docs/benchmarks/data, the
+# fourth unseen draw's campaign) the best mma.sync kernel read 0.23-0.64 of the best TMA family's, while a token share
+# of each took two of a campaign's first four candidates. At K = 1024-2047 they keep it (ampere_cute won 256x1024x1024, 0.93 against 0.73), and where N
+# or K is off TMA's rows they are what runs.
+SHARES = {"skinny_streamed": 0.0, "skinny_tma": 0.0, "skinny_long_k": 0.2, "output_bound": 0.3, "launch_bound": 0.5,
           "mid_low": 0.0, "mid_high": 0.0, "large": 0.0}
 
 

@@ -299,8 +299,8 @@ SHORT = "hr"
 # N <= 64 shapes (H100) the mma.sync first proposals read 0.42-0.96 of best NVIDIA, the swapped streaming tiles
 # 0.88-1.09 back to back ("N <= 64"); on twelve outputs of 96-256 rows and columns the mma.sync ones 0.28-1.03
 # back to back ("Small outputs").
-SHARES = {"large": 0.5, "output_bound": 0.25, "skinny_streamed": 0.4, "skinny_long_k": 0.2, "mid_low": 0.25,
-          "mid_high": 0.3}
+SHARES = {"large": 0.5, "output_bound": 0.25, "skinny_streamed": 0.4, "skinny_tma": 0.2, "skinny_long_k": 0.2,
+          "mid_low": 0.25, "mid_high": 0.3}
 ARCH_FALLBACK = "ampere_cute"
 
 

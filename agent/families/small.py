@@ -127,8 +127,9 @@ SHORT = "sm"
 # A fresh batch's share per size class (agent.policy.priors.size_class), before any measurement. On launch-bound
 # shapes ampere_cute without split-K was as fast as or faster than this family (2.7-2.9 us against cuBLASLt's
 # ~3.0 us floor, H200) and split-K's second pass costs ~1.5 us there: hence the even split below 2^31 FLOP.
-# Mid shapes and M <= 64 streamed: none, as for ampere_cute (which says why).
-SHARES = {"skinny_streamed": 0.0, "skinny_long_k": 0.2, "output_bound": 0.3, "launch_bound": 0.5,
+# Mid shapes, M <= 64 streamed and skinny outputs of K >= 2048 on TMA's rows: none, as for ampere_cute (which says
+# why).
+SHARES = {"skinny_streamed": 0.0, "skinny_tma": 0.0, "skinny_long_k": 0.2, "output_bound": 0.3, "launch_bound": 0.5,
           "mid_low": 0.0, "mid_high": 0.0, "large": 0.0}
 
 

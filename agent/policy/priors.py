@@ -12,7 +12,8 @@ from typing import Any
 from agent.families import ARCHS, families, get, normal_params, with_launch_knobs
 from agent.families.pricing import LARGE_FLOP, SMALL_FLOP, flop, streams_a, streams_ab, streams_b
 
-SIZE_CLASSES = ("skinny_streamed", "skinny_long_k", "output_bound", "launch_bound", "mid_low", "mid_high", "large")
+SIZE_CLASSES = ("skinny_streamed", "skinny_tma", "skinny_long_k", "output_bound", "launch_bound", "mid_low",
+                "mid_high", "large")
 
 
 def size_class(shape: tuple[int, int, int], arch: str) -> str:
@@ -23,6 +24,8 @@ def size_class(shape: tuple[int, int, int], arch: str) -> str:
             # B (M <= 64), A (N <= 64) or both (M, N <= 128) streamed through the SMs by the TMA kernels (hopper_raw's
             # 64-row tiles)
             return "skinny_streamed"
+        if k >= 2048 and n % 8 == 0 and k % 8 == 0:
+            return "skinny_tma"  # TMA's 16-byte rows, and K long enough that no mma.sync kernel has won
         return "skinny_long_k"  # where wgmma's batched split-K can run
     if f < 2 ** 31:
         return "output_bound" if m * n >= 2 ** 19 else "launch_bound"
