@@ -369,6 +369,27 @@ def test_builtin_policy_loop(tmp_path):
     assert all(e["input"]["prompt"] is None for e in transcript.read(node="propose"))
 
 
+def test_a_shape_no_family_can_run_ends_with_why(tmp_path):
+    """N = 1001: every family needs N and K in whole 16-byte rows. The search used to end with 'the model returned
+    no candidates'; now the loop stops with each family's refusal. N = 2046 (even, not a multiple of 8) is hopper_raw's
+    with stores from registers, though no family lists a prior there."""
+    pytest.importorskip("agent.policy")
+    from agent.policy import BuiltinPolicy
+    from agent.proposers.builtin_backend import BuiltinProposer
+
+    def never(source, shape, **kw):
+        raise AssertionError("nothing should reach the GPU")
+
+    out = run_shape((64, 1001, 4096), acc="fp32", gpu_name="H200", arch="sm_90a", run_dir=tmp_path / "r",
+                    proposer=BuiltinProposer(), evaluate_fn=never, archive=Archive(tmp_path / "a.sqlite"),
+                    transcript=Transcript(tmp_path / "r" / "t.jsonl"), budget_candidates=4, n_per_step=2, plateau=None)
+    assert out.stop_reason == "proposer_failing" and out.evaluations == 0
+    assert out.last_error.startswith("no built-in kernel family runs 64x1001x4096")
+    assert "N=1001 and K=4096 must be multiples of 8" in out.last_error and "hopper_wgmma" in out.last_error
+    batch = BuiltinPolicy(0).propose((128, 2046, 12288), "fp32", "sm_90a", [], n=4)
+    assert len(batch) == 4 and all(c.family == "hopper_raw" and c.params.get("epi", "direct") == "direct" for c in batch)
+
+
 def test_an_accuracy_refusal_reaches_the_policy_through_the_loop(tmp_path):
     """fp16 run 40b: the loop's history carried no refusal reasons to the built-in policy, so a config refused for
     accuracy never got its fp32-accumulating twin. Here every wgmma kernel with fp16 accumulators is refused for

@@ -239,29 +239,56 @@ class BuiltinPolicy:
                 reserved = listed[: max(1, slots[fam] // 2)]
                 ranked = reserved + [r for r in ranked if r not in reserved]
             chosen.extend(self._select(fam, ranked, slots[fam], seen, exploit=bool(obs[fam])))
-        # a family may have run out of unseen configs: fill from the others, best predicted first
-        if len(chosen) < n:
-            extra = []
-            shares = priors.family_shares(shape, arch, acc)
-            for fam in names():
-                if shares.get(fam, 0) <= 0:
-                    continue
-                pool = self._pool(fam, shape, acc, arch, obs, seeds, rng, wide=True)
-                extra.extend(self._rank(fam, pool, shape, arch, obs, fails, seen))
-            extra.sort(key=lambda t: (-t[0], t[1], canonical(t[2])))
-            for score, fam, p, why in extra:
-                if len(chosen) >= n:
-                    break
-                key = (fam, canonical(p))
-                if key in seen:
-                    continue
-                seen.add(key)
-                chosen.append(self._candidate(fam, p, why, score))
+        # a family may have run out of unseen configs: fill from the others, best predicted first; where none with a
+        # share has a feasible config (their priors off the shape's rows: 128x2046x12288), from any that has one
+        shares = priors.family_shares(shape, arch, acc)
+        with_share = [f for f in names() if shares.get(f, 0) > 0]
+        self._fill(chosen, n, with_share, shape, acc, arch, obs, fails, seeds, seen, rng)
+        if not chosen:
+            others = [f for f in names() if f not in with_share and get(f).runs_on(arch)]
+            self._fill(chosen, n, others, shape, acc, arch, obs, fails, seeds, seen, rng)
         for c in chosen:
             self._proposed.add(((shape, acc, arch), (c.family, canonical(c.params))))
         return chosen[:n]
 
+    @staticmethod
+    def unsupported(shape: Sequence[int], acc: str = "fp32", arch: str = "sm_90a") -> str:
+        """Why no family can build a kernel for the shape ('' where one can): each family's refusal of its first
+        prior, or that it does not run on `arch` or lists none. Every family needs N and K in whole 16-byte rows, so a
+        search of N = 1001 would otherwise end with nothing but 'no candidates'."""
+        shape = tuple(shape)
+        why = []
+        for fam in names():
+            mod = get(fam)
+            if not mod.runs_on(arch):
+                why.append(f"{fam}: does not run on {arch}")
+                continue
+            ps = priors.priors(fam, shape, acc, arch)
+            if any(mod.feasible(normal_params(fam, p), shape, arch)[0] for p in ps) or \
+                    _feasible_space(fam, shape, acc, arch):
+                return ""
+            why.append(f"{fam}: {mod.feasible(normal_params(fam, ps[0]), shape, arch)[1]}" if ps else
+                       f"{fam}: no config fits {acc} accumulation here")
+        return "; ".join(why)
+
     # -- steps ------------------------------------------------------------------------------------------------
+    def _fill(self, chosen, n, fams, shape, acc, arch, obs, fails, seeds, seen, rng) -> None:
+        extra = []
+        for fam in fams:
+            if len(chosen) >= n:
+                return
+            pool = self._pool(fam, shape, acc, arch, obs, seeds, rng, wide=True)
+            extra.extend(self._rank(fam, pool, shape, arch, obs, fails, seen))
+        extra.sort(key=lambda t: (-t[0], t[1], canonical(t[2])))
+        for score, fam, p, why in extra:
+            if len(chosen) >= n:
+                break
+            key = (fam, canonical(p))
+            if key in seen:
+                continue
+            seen.add(key)
+            chosen.append(self._candidate(fam, p, why, score))
+
     def _fp32_twins(self, shape, acc, arch, obs, fails, seen, k) -> list[Candidate]:
         """In an fp16 campaign (H100), on 64x2048x4096 all three first-step kernels, split-K with fp16 accumulators,
         came out less accurate than all six fp16 cuBLAS kernels and were refused; their families' shares collapsed and

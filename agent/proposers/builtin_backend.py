@@ -34,6 +34,11 @@ class BuiltinProposer(Proposer):
         cands = self.policy().propose(tuple(context.shape), context.acc, context.arch or "sm_90a", history, n=n,
                                       seeds=seeds, mode=context.mode)
         dt = time.monotonic() - t0
+        if not cands and not history and (why := self.policy().unsupported(context.shape, context.acc,
+                                                                           context.arch or "sm_90a")):
+            m, n_, k = context.shape
+            return [Proposal(None, reason=f"no built-in kernel family runs {m}x{n_}x{k} ({why})", model="builtin",
+                             total_s=dt, attempts=1, parse_kind="policy")]
         out = []
         for c in cands[:n]:
             src = getattr(c, "source", None)
