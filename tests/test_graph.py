@@ -387,7 +387,8 @@ def test_a_shape_no_family_can_run_ends_with_why(tmp_path):
     assert out.last_error.startswith("no built-in kernel family runs 64x1001x4096")
     assert "N=1001 and K=4096 must be multiples of 8" in out.last_error and "hopper_wgmma" in out.last_error
     batch = BuiltinPolicy(0).propose((128, 2046, 12288), "fp32", "sm_90a", [], n=4)
-    assert len(batch) == 4 and all(c.family == "hopper_raw" and c.params.get("epi", "direct") == "direct" for c in batch)
+    assert len(batch) == 4
+    assert all(c.family == "hopper_raw" and c.params.get("epi", "direct") == "direct" for c in batch)
 
 
 def test_an_accuracy_refusal_reaches_the_policy_through_the_loop(tmp_path):

@@ -127,8 +127,8 @@ SHORT = "ac"
 # (skinny_tma): none. No mma.sync kernel won any of the 17 such shapes of the sm_90a tables (the held-out sample's
 # left out), and where both kinds were timed (ten shapes of K = 2176-16384: probes under docs/benchmarks/data, the
 # fourth unseen draw's campaign) the best mma.sync kernel read 0.23-0.64 of the best TMA family's, while a token share
-# of each took two of a campaign's first four candidates. At K = 1024-2047 they keep it (ampere_cute won 256x1024x1024, 0.93 against 0.73), and where N
-# or K is off TMA's rows they are what runs.
+# of each took two of a campaign's first four candidates. At K = 1024-2047 they keep it (ampere_cute won
+# 256x1024x1024, 0.93 against 0.73), and where N or K is off TMA's rows they are what runs.
 SHARES = {"skinny_streamed": 0.0, "skinny_tma": 0.0, "skinny_long_k": 0.2, "output_bound": 0.3, "launch_bound": 0.5,
           "mid_low": 0.0, "mid_high": 0.0, "large": 0.0}
 

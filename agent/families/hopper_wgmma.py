@@ -231,9 +231,10 @@ ORDER = 2
 SHORT = "hw"
 # Skinny outputs with a long K: wgmma GEMMs over K slices (batched split-K) measured 0.98-1.00 of cuBLASLt on the
 # H200 where the mma.sync families reached 0.60-0.89. Giving the mma.sync families' two slots in twelve to this
-# family found no better kernel in five such dev shapes (docs/benchmarks/data/tables/fp32_skinny_2026-11-24_186c0cf.md),
-# yet from K = 2048 they never came within a third of it (ampere_cute's SHARES), so there (skinny_tma) they have
-# none and the first batch is this family's and hopper_raw's.
+# family found no better kernel in five such dev shapes
+# (docs/benchmarks/data/tables/fp32_skinny_2026-11-24_186c0cf.md), yet from K = 2048 they never came within a third
+# of it (ampere_cute's SHARES), so there (skinny_tma) they have none and the first batch is this family's and
+# hopper_raw's.
 # Output-bound small-K shapes (128x4096x128, 1024x2048x64, 128x16384x64): a persistent 128x128 tile with the TMA
 # epilogue measured 0.83-0.90 of cuBLASLt there, the mma.sync families 0.73-0.79. On large shapes mma.sync reaches
 # ~60% of wgmma's peak (ampere_cute measured 0.37-0.53 of cuBLASLt on all eight big dev shapes, H200), so the
