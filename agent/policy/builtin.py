@@ -273,10 +273,11 @@ class BuiltinPolicy:
 
     # -- steps ------------------------------------------------------------------------------------------------
     def _fill(self, chosen, n, fams, shape, acc, arch, obs, fails, seeds, seen, rng) -> None:
+        """Up to n candidates in `chosen`: the best predicted unseen configs of `fams`, from their wide pools."""
+        if len(chosen) >= n:
+            return
         extra = []
         for fam in fams:
-            if len(chosen) >= n:
-                return
             pool = self._pool(fam, shape, acc, arch, obs, seeds, rng, wide=True)
             extra.extend(self._rank(fam, pool, shape, arch, obs, fails, seen))
         extra.sort(key=lambda t: (-t[0], t[1], canonical(t[2])))
