@@ -263,12 +263,10 @@ class BuiltinPolicy:
             if not mod.runs_on(arch):
                 why.append(f"{fam}: does not run on {arch}")
                 continue
-            ps = priors.priors(fam, shape, acc, arch)
-            if any(mod.feasible(normal_params(fam, p), shape, arch)[0] for p in ps) or \
-                    _feasible_space(fam, shape, acc, arch):
+            verdicts = [mod.feasible(normal_params(fam, p), shape, arch) for p in priors.priors(fam, shape, acc, arch)]
+            if any(ok for ok, _ in verdicts) or _feasible_space(fam, shape, acc, arch):
                 return ""
-            why.append(f"{fam}: {mod.feasible(normal_params(fam, ps[0]), shape, arch)[1]}" if ps else
-                       f"{fam}: no config fits {acc} accumulation here")
+            why.append(f"{fam}: {verdicts[0][1]}" if verdicts else f"{fam}: no config fits {acc} accumulation here")
         return "; ".join(why)
 
     # -- steps ------------------------------------------------------------------------------------------------

@@ -30,12 +30,12 @@ class BuiltinProposer(Proposer):
         # The policy's seeds are configurations that did well on nearby shapes (it adapts them to this one).
         seeds = [{k: nb.get(k) for k in ("family", "params", "shape", "speedup")} for nb in context.neighbours
                  if nb.get("family") and isinstance(nb.get("params"), dict)]
+        arch = context.arch or "sm_90a"
         t0 = time.monotonic()
-        cands = self.policy().propose(tuple(context.shape), context.acc, context.arch or "sm_90a", history, n=n,
-                                      seeds=seeds, mode=context.mode)
+        cands = self.policy().propose(tuple(context.shape), context.acc, arch, history, n=n, seeds=seeds,
+                                      mode=context.mode)
         dt = time.monotonic() - t0
-        if not cands and not history and (why := self.policy().unsupported(context.shape, context.acc,
-                                                                           context.arch or "sm_90a")):
+        if not cands and not history and (why := self.policy().unsupported(context.shape, context.acc, arch)):
             m, n_, k = context.shape
             return [Proposal(None, reason=f"no built-in kernel family runs {m}x{n_}x{k} ({why})", model="builtin",
                              total_s=dt, attempts=1, parse_kind="policy")]
