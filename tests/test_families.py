@@ -194,28 +194,6 @@ def test_hopper_raw_cluster_k_keeps_earlier_identities_and_is_left_to_sweeps():
     assert "cluster_k" not in hopper_raw.SEARCH_DOMAIN
 
 
-def test_hopper_raw_split_k_keeps_earlier_identities_and_fills_the_sms_without_clusters():
-    """split_k came after the family's campaigns: 1 names and renders the same candidate as before. A split outside
-    clusters writes its partial rows to annotated scratch and meets at a per-tile counter; it is bound by the SMs
-    (every CTA resident while they wait), not by how many clusters fit, excludes cluster_k, and is left to sweeps."""
-    direct = dict(RAW_OK, epi="direct", tile_n=128)
-    assert hopper_raw.validate(dict(direct, split_k=1)) == hopper_raw.validate(direct)
-    assert hopper_raw.render(dict(direct, split_k=1)) == hopper_raw.render(direct)
-    split = dict(direct, split_k=4)
-    src = hopper_raw.render(split)
-    assert "CK = 4" in src and "mapa.u64" not in src and "clusterDim.x = CK" not in src
-    assert "g_partials[MAX_CTAS * BM * QUADS];  // cudal2: scratch" in src and "meet(g_arrivals + first_unit)" in src
-    # 32 tiles of 128x128 in four slices: 128 CTAs on 132 SMs, where 4-CTA clusters fit only 30 times
-    assert hopper_raw.feasible(split, (256, 2048, 16384), "sm_90a") == (True, "")
-    assert "second wave" in hopper_raw.feasible(dict(direct, cluster_k=4), (256, 2048, 16384), "sm_90a")[1]
-    assert "resident at once" in hopper_raw.feasible(dict(split, split_k=5), (256, 2048, 16384), "sm_90a")[1]
-    assert "two k-blocks" in hopper_raw.feasible(split, (256, 1920, 448), "sm_90a")[1]
-    assert "two ways" in hopper_raw.feasible(dict(split, cluster_k=2), (256, 2048, 16384), "sm_90a")[1]
-    assert "grid=full" in hopper_raw.feasible(dict(split, epi="tma"), (256, 2048, 16384), "sm_90a")[1]
-    assert hopper_raw.smem_bytes(hopper_raw.validate(dict(split, stages=2))) > 2 * 256 * 128 + 1024  # 128x136 fp32
-    assert "split_k" not in hopper_raw.SEARCH_DOMAIN
-
-
 def test_hopper_raw_pingpong_keeps_earlier_identities_and_gives_each_warpgroup_whole_tiles():
     """schedule came after the family's campaigns: "cooperative" names and renders the same candidate as before.
     "pingpong" gives each consumer warpgroup every other tile whole (all of a 64-row tile's columns, all of a
@@ -467,7 +445,6 @@ def test_variants_of_each_family_compile_with_nvcc():
         (hopper_raw.render(dict(RAW_OK, group=16, grid="even", pdl=True)), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, tile_n=64, stages=2, epi="tma")), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, tile_n=128, stages=6, epi="direct", cluster_k=4, pdl=True)), "sm_90a"),
-        (hopper_raw.render(dict(RAW_OK, tile_n=128, stages=6, epi="direct", split_k=4, pdl=True)), "sm_90a"),
         # 64-row tiles: the consumers split the columns; 64x64 shares one TMA sub-tile between them
         (hopper_raw.render(dict(RAW_OK, tile_m=64, tile_n=64, stages=7, cluster_m=2, group=2, pdl=True)), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, tile_m=64, tile_n=160, stages=7, epi="direct")), "sm_90a"),
@@ -555,14 +532,6 @@ GPU_SAMPLES = [
     # cluster sizes that divide neither the 128 rows of the sum nor the k-blocks: shares of 42-43 and 18-19 rows
     ("hopper_raw", dict(RAW_OK, tile_n=64, stages=7, epi="direct", cluster_k=3), (256, 1000, 1000)),
     ("hopper_raw", dict(RAW_OK, tile_n=128, stages=7, epi="direct", cluster_k=7, pdl=True), (130, 500, 2048)),
-    # K split outside clusters, the partial rows summed through global scratch: the same ragged slices and shares,
-    # 96-128 CTAs (more than clusters of 4 or 8 fit at once), 16 CTAs on a tile, a 64-row tile swapped
-    ("hopper_raw", dict(RAW_OK, tile_n=128, stages=6, epi="direct", split_k=4, pdl=True), (200, 1000, 520)),
-    ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=128, stages=4, epi="direct", split_k=8), (300, 698, 4096)),
-    ("hopper_raw", dict(RAW_OK, tile_n=64, stages=7, epi="direct", split_k=3), (256, 1000, 1000)),
-    ("hopper_raw", dict(RAW_OK, tile_n=128, stages=7, epi="direct", split_k=16, pdl=True), (128, 1000, 4096)),
-    ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=64, stages=14, epi="direct", split_k=3, swap_ab=True),
-     (1000, 60, 1000)),
     # stream-K: whole tiles for the first waves, then runs of k-blocks, a tile split between two CTAs summed through
     # the call's workspace: 512 tiles (3 waves' worth and 116 more: one whole wave, then 248 tiles shared out), K
     # not a multiple of 64; ragged M and N with no whole wave (256 tiles, runs of 17-18 of 9-block tiles); 64-row

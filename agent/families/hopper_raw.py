@@ -44,11 +44,6 @@ DOMAIN: dict[str, tuple] = {
     # do not all run at once: 4-CTA clusters over 128 CTAs read 0.61 where 88 read 0.80 (256x2048x16384,
     # cluster_k_split_h200_2026-11-26_31ba481.json)
     "cluster_k": (1, 2, 3, 4, 5, 6, 7, 8),
-    # CTAs along K that share one tile outside any cluster: each writes the partial rows the others sum to a global
-    # scratch workspace, and the tile's CTAs meet at a counter (one kernel, no memset). Not bound by how many
-    # clusters fit at once, so a split can fill every SM: at most one CTA per SM, so that all are resident while they
-    # wait for each other. For sweeps
-    "split_k": tuple(range(1, 17)),
     "acc": ("fp32",),
     # direct: half2 stores from the accumulator registers; tma: 64x64 sub-tiles (the last 16-48 columns wide where
     # tile_n is not a multiple of 64) through shared memory, TMA stores
@@ -84,7 +79,7 @@ DOMAIN: dict[str, tuple] = {
 # grid=streamk, tile_n=32, 64-row tiles and rings deeper than 7 stages stay with sweeps (DOMAIN says why) and with the
 # priors of M <= 64 (_streaming_priors); swap_ab is left out (a search never moves it), so that the knob distances of
 # the shapes it does not serve are those they were measured with.
-SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k not in ("cluster_k", "split_k", "swap_ab")},
+SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k not in ("cluster_k", "swap_ab")},
                                    "tile_m": (128, 256), "tile_n": tuple(t for t in DOMAIN["tile_n"] if t > 32),
                                    "stages": tuple(range(2, 8)),
                                    "l2_evict_first": ("none", "c", "bc"), "grid": ("full", "even")}
@@ -97,17 +92,15 @@ SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k not i
 # stages or fewer (estimate_us says what that cost), and none changed the split; the TMA epilogue with C's hint read
 # -0.7% to +1.4% (left out), the alternate K order +0.1% to +0.9% (kept)
 STREAMING_DOMAIN: dict[str, tuple] = {**SEARCH_DOMAIN, "tile_m": (64,), "tile_n": (32, 64, 128),
-                                      "stages": DOMAIN["stages"], "cluster_k": DOMAIN["cluster_k"], "split_k": (1,),
-                                      "group": (1,),
+                                      "stages": DOMAIN["stages"], "cluster_k": DOMAIN["cluster_k"], "group": (1,),
                                       "cluster_m": (1,), "epi": ("direct",), "l2_evict_first": ("none",),
                                       "grid": ("full",), "schedule": ("cooperative",)}
-DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "split_k": 1, "k_order": "forward",
+DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "k_order": "forward",
                             "l2_evict_first": "none", "grid": "full", "swap_ab": False, "schedule": "cooperative",
                             **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
 MAX_ACC_REGS = 192  # fp32 accumulators per consumer thread; the consumers get 232 registers (setmaxnreg)
 STREAM_INFLIGHT_BYTES = 150 * 1024  # a streaming CTA's ring below this streams slower (estimate_us)
-SPLIT_K_MAX_CTAS = 160  # split_k's workspace slots, one per CTA: more SMs than any sm_90 part has
 
 
 # Clusters of 2-8 CTAs of one SM each that an H200 runs at once (cudaOccupancyMaxActiveClusters, 100-227 KB of
@@ -119,11 +112,6 @@ def cluster_k_fit(ck: int, sms: int) -> int:
     return CLUSTER_FIT_132[ck] * sms // 132
 
 
-def k_split(p: dict[str, Any]) -> int:
-    """The CTAs that share one tile's K, in a cluster (cluster_k) or outside one (split_k); 1 if none."""
-    return max(p.get("cluster_k", 1), p.get("split_k", 1))
-
-
 def validate(params: dict[str, Any]) -> dict[str, Any]:
     return validate_with_defaults(params, DOMAIN, DEFAULTS)
 
@@ -133,7 +121,7 @@ def smem_bytes(p: dict[str, Any]) -> int:
     1024 bytes of alignment slack and the barriers."""
     epi = EPI_BYTES if p.get("epi") == "tma" else 0
     ring = p["stages"] * (p["tile_m"] + p["tile_n"]) * 128
-    if k_split(p) > 1:
+    if p.get("cluster_k", 1) > 1:
         ring = max(ring, p["tile_m"] * (p["tile_n"] + 8) * 4)
     return ring + epi + 1024 + 16 * p["stages"]
 
@@ -166,9 +154,9 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
     if p["tile_n"] == 32 and p["tile_m"] != 64:
         return False, f"tile_n=32 is for 64-row tiles (each consumer an m64n16 atom), not tile_m={p['tile_m']}"
     if p.get("schedule") == "pingpong":
-        if bad := _clashing(p, {"cluster_m": 1, "cluster_k": 1, "split_k": 1, "swap_ab": False}):
+        if bad := _clashing(p, {"cluster_m": 1, "cluster_k": 1, "swap_ab": False}):
             return False, (f"schedule=pingpong gives each consumer warpgroup whole tiles of its own CTA: it needs "
-                           f"cluster_m=1, cluster_k=1, split_k=1 and swap_ab=False, not {', '.join(bad)}")
+                           f"cluster_m=1, cluster_k=1 and swap_ab=False, not {', '.join(bad)}")
         if p.get("grid") == "streamk":
             return False, "schedule=pingpong takes whole tiles: grid=streamk splits them by k-blocks"
         if p["tile_m"] == 256:
@@ -178,18 +166,15 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         if p.get("epi") == "tma" and p["tile_n"] not in (64, 128, 256):
             return False, f"a 64-row tile with the TMA epilogue takes tile_n 64, 128 or 256, not {p['tile_n']}"
     if p.get("grid") == "streamk":
-        if bad := _clashing(p, {"cluster_m": 1, "cluster_k": 1, "split_k": 1, "k_order": "forward"}):
+        if bad := _clashing(p, {"cluster_m": 1, "cluster_k": 1, "k_order": "forward"}):
             return False, (f"grid=streamk shares tiles between neighbouring CTAs by k-blocks: it needs cluster_m=1, "
-                           f"cluster_k=1, split_k=1 and k_order=forward, not {', '.join(bad)}")
+                           f"cluster_k=1 and k_order=forward, not {', '.join(bad)}")
     if "c" in p.get("l2_evict_first", "none") and p.get("epi") != "tma":
         return False, "an L2 hint on C needs the TMA epilogue (stores from registers carry none)"
-    ck, sk = p.get("cluster_k", 1), p.get("split_k", 1)
-    if ck > 1 and sk > 1:
-        return False, f"cluster_k={ck} and split_k={sk} are two ways to split K; use one"
-    if (ks := k_split(p)) > 1:
-        knob = f"cluster_k={ck}" if ck > 1 else f"split_k={sk}"
+    ck = p.get("cluster_k", 1)
+    if ck > 1:
         if bad := _clashing(p, {"cluster_m": 1, "epi": "direct", "k_order": "forward", "grid": "full"}):
-            return False, (f"{knob} takes one tile per {ks} CTAs and stores from its reduction: it needs "
+            return False, (f"cluster_k={ck} takes one tile per cluster and stores from its reduction: it needs "
                            f"cluster_m=1, epi=direct, k_order=forward and grid=full, not {', '.join(bad)}")
     if p.get("swap_ab"):
         if bad := _clashing(p, {"tile_m": 64, "epi": "direct", "cluster_m": 1, "grid": "full"}):
@@ -201,18 +186,13 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         if shape[2] % 8 or shape[1] % 2:
             return False, f"K={shape[2]} must be a multiple of 8 (TMA row stride) and N={shape[1]} even (paired stores)"
         m, n, k = kernel_shape(p, shape)
-        if ks > 1 and ceil_div(k, 64) < 2 * ks:
-            return False, f"{knob} leaves fewer than two k-blocks of 64 per CTA (K={k})"
+        if ck > 1 and ceil_div(k, 64) < 2 * ck:
+            return False, f"cluster_k={ck} leaves fewer than two k-blocks of 64 per CTA (K={k})"
         if ck > 1:
             units = ceil_div(m, p["tile_m"]) * ceil_div(n, p["tile_n"])
             if units > (fit := cluster_k_fit(ck, lim.num_sms)):
                 return False, (f"cluster_k={ck} takes one cluster per tile: {units} tiles exceed the {fit} clusters "
                                f"of {ck} CTAs that run at once, and those that do not fit would run as a second wave")
-        if sk > 1:
-            ctas = ceil_div(m, p["tile_m"]) * ceil_div(n, p["tile_n"]) * sk
-            if ctas > min(lim.num_sms, SPLIT_K_MAX_CTAS):
-                return False, (f"split_k={sk} launches {ctas} CTAs, which wait for each other: more than the "
-                               f"{min(lim.num_sms, SPLIT_K_MAX_CTAS)} that are resident at once (one per SM)")
         if p.get("epi") == "tma" and n % 8:
             return False, f"the TMA epilogue needs N={n} to be a multiple of 8 (16-byte rows of C)"
         if oversized(p["tile_m"], p["tile_n"], m, n):
@@ -258,8 +238,7 @@ def render(params: dict[str, Any]) -> str:
     shares = dict(cols="CN" if cols_split else "BN", col_off="cw * CN + " if cols_split else "",
                   row_off="" if p["tile_m"] == 64 or pingpong else "cw * (BM / 2) + ")
     return render_feasible(NAME, TEMPLATE, p, feasible, defaults=DEFAULTS, wgmma_n=wn, acc_regs=n, evict_first=evict,
-                           pingpong=pingpong, cols_split=cols_split, ksplit=k_split(p), max_ctas=SPLIT_K_MAX_CTAS,
-                           **shares,
+                           pingpong=pingpong, cols_split=cols_split, **shares,
                            tail=p["tile_n"] % 64 if p.get("epi") == "tma" else 0,
                            acc_list=", ".join(f"%{i}" for i in range(n)),
                            acc_operands=", ".join(f'"+f"(d[{i}])' for i in range(n)))
@@ -890,7 +869,7 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     # 128x256 on five big shapes in two campaigns (mean 1.8%); 256x192 reads 22% less from L2 and keeps its table value
     if (tm, tn) == (256, 128):
         eff *= 0.98
-    ck = k_split(p)  # a split multiplies the CTAs and divides each one's chain of k-blocks
+    ck = p.get("cluster_k", 1)  # a split multiplies the CTAs and divides each one's chain of k-blocks
     ctas = tiles * ck
     waves_factor = ceil_div(ctas, sms) * sms / ctas if ctas > sms else 1.0
     busy = min(1.0, ctas / sms)
