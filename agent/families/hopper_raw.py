@@ -71,7 +71,6 @@ DOMAIN: dict[str, tuple] = {
     # docs/benchmarks/data/raw_pingpong_bands_h100_2026-11-27_13a0c15.json) the 128x128 ping-pong read 0.986-1.082 of
     # the same tile cooperative back to back and 0.985-1.068 cold, below it only at K = 2048. One CTA a cluster
     "schedule": ("cooperative", "pingpong"),
-    "uniform_wg": (False, True),
     **LAUNCH_DOMAIN,
 }
 # What the policy's mutations move through, narrower than what a sweep may render: in one campaign 29 of 48
@@ -80,7 +79,7 @@ DOMAIN: dict[str, tuple] = {
 # grid=streamk, tile_n=32, 64-row tiles and rings deeper than 7 stages stay with sweeps (DOMAIN says why) and with the
 # priors of M <= 64 (_streaming_priors); swap_ab is left out (a search never moves it), so that the knob distances of
 # the shapes it does not serve are those they were measured with.
-SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k not in ("cluster_k", "swap_ab", "uniform_wg")},
+SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k not in ("cluster_k", "swap_ab")},
                                    "tile_m": (128, 256), "tile_n": tuple(t for t in DOMAIN["tile_n"] if t > 32),
                                    "stages": tuple(range(2, 8)),
                                    "l2_evict_first": ("none", "c", "bc"), "grid": ("full", "even")}
@@ -98,7 +97,7 @@ STREAMING_DOMAIN: dict[str, tuple] = {**SEARCH_DOMAIN, "tile_m": (64,), "tile_n"
                                       "grid": ("full",), "schedule": ("cooperative",)}
 DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "k_order": "forward",
                             "l2_evict_first": "none", "grid": "full", "swap_ab": False, "schedule": "cooperative",
-                            "uniform_wg": False, **LAUNCH_DEFAULTS}
+                            **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
 MAX_ACC_REGS = 192  # fp32 accumulators per consumer thread; the consumers get 232 registers (setmaxnreg)
 STREAM_INFLIGHT_BYTES = 150 * 1024  # a streaming CTA's ring below this streams slower (estimate_us)
