@@ -5,8 +5,8 @@ import itertools
 from typing import Any
 
 from . import pricing
-from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, WS_FLOATS, ceil_div, launch_knobs, render_feasible, smem_problem,
-                     splitk_problem, validate_with_defaults, validated)
+from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, WS_FLOATS, ceil_div, in_16_byte_rows, launch_knobs,
+                     render_feasible, smem_problem, splitk_problem, validate_with_defaults, validated)
 
 NAME = "ampere_cute"
 TEMPLATE = "ampere_cute.cu.j2"
@@ -80,7 +80,7 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         return False, why
     if shape is not None:
         m, n, k = shape
-        if n % 8 or k % 8:
+        if not in_16_byte_rows(n, k):
             return False, f"N={n} and K={k} must be multiples of 8"
         if k % p["bk"]:
             return False, f"K={k} is not a multiple of bk={p['bk']}"

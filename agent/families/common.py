@@ -147,6 +147,12 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def in_16_byte_rows(*lengths: int) -> bool:
+    """fp16 rows of these lengths end on 16-byte boundaries: what TMA's global strides, 16-byte cp.async copies and
+    vector stores need of N and K (and of C's rows)."""
+    return all(x % 8 == 0 for x in lengths)
+
+
 # The static workspace of the in-launch split-K of the mma.sync families: fp32 partials (16 MiB) and one arrival
 # counter per output tile; a config that needs more is refused here and, at run time, by the kernel itself.
 WS_FLOATS = 4 * 1024 * 1024

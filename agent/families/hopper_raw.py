@@ -9,8 +9,8 @@ import sys
 from typing import Any
 
 from . import pricing
-from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, ceil_div, launch_knobs, render_feasible, smem_problem,
-                     uneven_waves, validate_with_defaults, validated)
+from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, ceil_div, in_16_byte_rows, launch_knobs, render_feasible,
+                     smem_problem, uneven_waves, validate_with_defaults, validated)
 from .pricing import LARGE_FLOP, POWER_LIMIT_FLOP, WAVE_FILL, flop
 
 NAME = "hopper_raw"
@@ -183,7 +183,7 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
     if why := smem_problem(smem_bytes(p), lim):
         return False, why
     if shape is not None:
-        if shape[2] % 8 or shape[1] % 2:
+        if not in_16_byte_rows(shape[2]) or shape[1] % 2:
             return False, f"K={shape[2]} must be a multiple of 8 (TMA row stride) and N={shape[1]} even (paired stores)"
         m, n, k = kernel_shape(p, shape)
         if ck > 1 and ceil_div(k, 64) < 2 * ck:
@@ -193,7 +193,7 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             if units > (fit := cluster_k_fit(ck, lim.num_sms)):
                 return False, (f"cluster_k={ck} takes one cluster per tile: {units} tiles exceed the {fit} clusters "
                                f"of {ck} CTAs that run at once, and those that do not fit would run as a second wave")
-        if p.get("epi") == "tma" and n % 8:
+        if p.get("epi") == "tma" and not in_16_byte_rows(n):
             return False, f"the TMA epilogue needs N={n} to be a multiple of 8 (16-byte rows of C)"
         if oversized(p["tile_m"], p["tile_n"], m, n):
             return False, f"a {p['tile_m']}x{p['tile_n']} tile is more than twice the {m}x{n} output"
@@ -271,7 +271,7 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
                 for _, p in _streaming_ranked(kshape, pricing.arch_limits(arch).num_sms)]
     out = []
     for tm, tn in itertools.product(SEARCH_DOMAIN["tile_m"], (t for t in DOMAIN["tile_n"] if t >= 128)):
-        epi = "tma" if tn % 64 == 0 and shape[1] % 8 == 0 else "direct"
+        epi = "tma" if tn % 64 == 0 and in_16_byte_rows(shape[1]) else "direct"
         base = {"tile_m": tm, "tile_n": tn, "group": 1, "acc": "fp32", "epi": epi}
         deepest = _deepest_stages(base, arch)
         if deepest is None:
@@ -349,7 +349,7 @@ def _a_streaming_tile(shape: tuple[int, int, int], sms: int = 132) -> list[dict[
     """N <= 64: the unswapped 128x64 tile (A streamed down its rows, the TMA epilogue, the deepest ring up to K's
     blocks) where its grid fills A_TILE_FILL of its waves, else nothing."""
     m, n, _ = shape
-    if n % 8 or pricing.wave_fill(ceil_div(m, 128), sms) < A_TILE_FILL:
+    if not in_16_byte_rows(n) or pricing.wave_fill(ceil_div(m, 128), sms) < A_TILE_FILL:
         return []
     return _k_ring(128, 64, shape, sms=sms)
 
@@ -517,7 +517,7 @@ def _pingpong_prior(shape: tuple[int, int, int], sms: int = 132) -> list[dict[st
     same tiles read 0.2-3.8% lower on eleven of twelve shapes (raw_pingpong_cluster_h200_2026-11-27_843ac95.json)."""
     m, n, k = shape
     # a side under 128 would leave a 128-wide tile partly empty (16384x64x256 keeps its cooperative 128x64); not timed
-    if not PINGPONG_K[0] <= k <= PINGPONG_K[1] or n % 8 or k % 8 or min(m, n) < 128:
+    if not PINGPONG_K[0] <= k <= PINGPONG_K[1] or not in_16_byte_rows(n, k) or min(m, n) < 128:
         return []
     wide = (ceil_div(m, 128) * ceil_div(n, 128) > PINGPONG_WIDE_WAVES * sms
             and n / (192 * ceil_div(n, 192)) >= 0.95)
@@ -820,7 +820,8 @@ def _large_176_first(shape: tuple[int, int, int], listed: list[dict[str, Any]], 
     (raw_coop_176_large_*_h200_2026-11-27_4ee965f.json)."""
     m, n, k = shape
     if (not LARGE_FLOP <= flop(shape) < POWER_LIMIT_FLOP or not COOP_176_K[0] <= k <= LARGE_176_MAX_K
-            or m < LARGE_176_MIN_M or n % 8 or k % 8 or not listed or listed[0].get("schedule") == "pingpong"):
+            or m < LARGE_176_MIN_M or not in_16_byte_rows(n, k) or not listed
+            or listed[0].get("schedule") == "pingpong"):
         return []
     least = min(_busiest_area(m, n, p["tile_m"], p["tile_n"], sms) for p in listed)
     if _busiest_area(m, n, 128, 176, sms) > LARGE_176_SHARE * least:

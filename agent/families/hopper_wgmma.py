@@ -6,8 +6,8 @@ import sys
 from typing import Any
 
 from . import pricing
-from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, ceil_div, launch_knobs, render_feasible, uneven_waves,
-                     validate_with_defaults, validated)
+from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, ceil_div, in_16_byte_rows, launch_knobs, render_feasible,
+                     uneven_waves, validate_with_defaults, validated)
 from .pricing import LARGE_FLOP, POWER_LIMIT_FLOP, SINGLE_CTA_MAX_WAVES, WAVE_FILL, b_outgrows_l2, flop
 
 # The batched split-K keeps its fp32 slices in a static workspace of this many floats (32 MiB).
@@ -152,7 +152,7 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         return False, f"{max(p['stages'], 2)} stages x {sb} B + epilogue > {lim.smem_per_block} B shared memory"
     if shape is not None:
         m, n, k = shape
-        if n % 8 or k % 8:
+        if not in_16_byte_rows(n, k):
             return False, f"TMA needs 16-byte strides: N={n} and K={k} must be multiples of 8"
         pm, pn = (n, m) if p["swap_ab"] else (m, n)
         if p["splits"] > 1 and p["splits"] > ceil_div(k, p["tile_k"]):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .common import arch_limits, ceil_div
+from .common import arch_limits, ceil_div, in_16_byte_rows
 
 SMALL_FLOP = 2 ** 33  # below: the launch and the k-loop latency dominate
 LARGE_FLOP = 2 ** 35  # above: wgmma tensor-core throughput dominates
@@ -61,7 +61,7 @@ def streams_b(shape: tuple[int, int, int]) -> bool:
     """M <= 64 from K = 1024, K a multiple of 8 (TMA's 16-byte rows): where B is streamed through every SM (hopper_raw's
     streaming tiles, and the size class priors.size_class gives them)."""
     m, _, k = shape
-    return m <= 64 and k >= 1024 and k % 8 == 0
+    return m <= 64 and k >= 1024 and in_16_byte_rows(k)
 
 
 def streams_a(shape: tuple[int, int, int]) -> bool:
@@ -77,7 +77,7 @@ def streams_ab(shape: tuple[int, int, int]) -> bool:
     split tiles led the wgmma family's first proposals by 8-18% back to back and 4-15% cold at K = 2048-8192, by 5-9%
     and -5% to 0% at K = 12288-16384 (H100, docs/benchmarks/data/raw_small_output_h100_2026-11-26_8a2250e.json)."""
     m, n, k = shape
-    return m <= 128 and 64 < n <= 128 and 2048 <= k <= 8192 and k % 8 == 0
+    return m <= 128 and 64 < n <= 128 and 2048 <= k <= 8192 and in_16_byte_rows(k)
 
 
 def flop(shape: tuple[int, int, int]) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.families import ARCHS, families, get, normal_params, with_launch_knobs
+from agent.families.common import in_16_byte_rows
 from agent.families.pricing import LARGE_FLOP, SMALL_FLOP, flop, streams_a, streams_ab, streams_b
 
 SIZE_CLASSES = ("skinny_streamed", "skinny_tma", "skinny_long_k", "output_bound", "launch_bound", "mid_low",
@@ -20,11 +21,11 @@ def size_class(shape: tuple[int, int, int], arch: str) -> str:
     m, n, k = shape
     f = flop(shape)
     if arch == "sm_90a" and f < LARGE_FLOP and m * n <= 2 ** 20 and (k >= 2048 or streams_operands(shape)):
-        if (streams_b(shape) or streams_a(shape) or streams_ab(shape)) and n % 8 == 0:
+        if (streams_b(shape) or streams_a(shape) or streams_ab(shape)) and in_16_byte_rows(n):
             # B (M <= 64), A (N <= 64) or both (M, N <= 128) streamed through the SMs by the TMA kernels (hopper_raw's
             # 64-row tiles)
             return "skinny_streamed"
-        if k >= 2048 and n % 8 == 0 and k % 8 == 0:
+        if k >= 2048 and in_16_byte_rows(n, k):
             return "skinny_tma"  # TMA's 16-byte rows, and K long enough that no mma.sync kernel has won
         return "skinny_long_k"  # where wgmma's batched split-K can run
     if f < 2 ** 31:
