@@ -222,8 +222,9 @@ class BuiltinPolicy:
                 spilled[h["family"]].append(h["params"])
         self._spilled = spilled
 
+        shares = priors.family_shares(shape, arch, acc)
         chosen = self._fp32_twins(shape, acc, arch, obs, fails, seen, max(1, n // 3)) if acc == "fp16" else []
-        slots = self._allocate(shape, acc, arch, obs, fails, n - len(chosen))
+        slots = self._allocate(dict(shares), obs, fails, n - len(chosen))
         for fam in names():
             if slots.get(fam, 0) <= 0:
                 continue
@@ -241,7 +242,6 @@ class BuiltinPolicy:
             chosen.extend(self._select(fam, ranked, slots[fam], seen, exploit=bool(obs[fam])))
         # a family may have run out of unseen configs: fill from the others, best predicted first; where none with a
         # share has a feasible config (their priors off the shape's rows: 128x2046x12288), from any that has one
-        shares = priors.family_shares(shape, arch, acc)
         with_share = [f for f in names() if shares.get(f, 0) > 0]
         self._fill(chosen, n, with_share, shape, acc, arch, obs, fails, seeds, seen, rng)
         if not chosen:
@@ -313,8 +313,8 @@ class BuiltinPolicy:
             out.append(self._candidate(fam, p, why, score))
         return out
 
-    def _allocate(self, shape, acc, arch, obs, fails, n) -> dict[str, int]:
-        shares = priors.family_shares(shape, arch, acc)
+    def _allocate(self, shares, obs, fails, n) -> dict[str, int]:
+        """n slots over the families by their size class's `shares` (scaled here, in place, by what was measured)."""
         best = {f: max((s for _, s in obs[f]), default=None) for f in names()}
         top = max((b for b in best.values() if b is not None), default=None)
         for f in names():
