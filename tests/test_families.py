@@ -176,7 +176,7 @@ def test_hopper_raw_cluster_k_keeps_earlier_identities_and_is_left_to_sweeps():
     """cluster_k came after the family's campaigns: 1 names and renders the same candidate as before. A split takes one
     work unit per cluster, needs two k-blocks per CTA and all its clusters running at once, counts its fp32 partial
     tile in the shared memory (reusing the ring), and is not a search knob (it measured below the wgmma family's
-    split-K)."""
+    split-K where that fills the SMs; the priors list it only where no tile does, hopper_raw._cluster_split_prior)."""
     direct = dict(RAW_OK, epi="direct", tile_n=128)
     assert hopper_raw.validate(dict(direct, cluster_k=1)) == hopper_raw.validate(direct)
     assert hopper_raw.render(dict(direct, cluster_k=1)) == hopper_raw.render(direct)

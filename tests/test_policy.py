@@ -941,6 +941,40 @@ def test_raw_mid_shape_priors_fill_the_sms_with_a_deep_ring(shape, tiles):
         assert canonical(ps[0]) in {canonical(c.params) for c in batch if c.family == "hopper_raw"}
 
 
+@pytest.mark.parametrize("shape,split", [
+    ((256, 3072, 8192), (128, 2, 7)),  # 48 tiles of 128x128: no batched split listed; 2-CTA clusters fill 96 SMs
+    ((128, 4096, 12288), (64, 2, 9)),  # one tile-row: 128x64, 64 tiles in clusters of 2
+    ((128, 2048, 12288), (64, 3, 9)),  # 32 tiles: clusters of 4 would not all fit (30), of 3 do
+    ((1024, 256, 8192), (128, 5, 7)),  # 16 tiles: the largest cluster listed is 5
+    ((256, 128, 16384), None),  # 2 tiles: 10 CTAs fill too little; the wgmma family's batched split is listed
+    ((128, 2048, 4096), None),  # K below 8192
+    ((64, 2048, 8192), None),  # M <= 64: the streaming priors
+])
+def test_raw_cluster_split_prior_leads_where_no_tile_fills_the_sms(shape, split):
+    """Skinny long-K outputs that no unsplit tile fills start hopper_raw from K split over the largest cluster that
+    runs at once (128x64 on one tile-row, 128x128 on more), stores from registers, the deepest ring; it takes one of
+    the first four slots, the wgmma family keeping the others."""
+    ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
+    listed = [(p["tile_n"], p.get("cluster_k", 1), p["stages"]) for p in ps
+              if p.get("cluster_k", 1) > 1 and p["tile_m"] == 128]
+    if split is None:
+        assert not listed
+        return
+    assert listed == [split] and ps[0]["cluster_k"] > 1 and ps[0]["tile_m"] == 128
+    assert get("hopper_raw").feasible(ps[0], shape, "sm_90a") == (True, "")
+    batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 4)
+    assert [c.family for c in batch].count("hopper_wgmma") == 3
+    assert canonical(normal_params("hopper_raw", ps[0])) in {canonical(c.params) for c in batch
+                                                             if c.family == "hopper_raw"}
+
+
+def test_raw_cluster_split_comes_after_a_tile_that_fills():
+    """At K = 4096 an unsplit 128x64 that fills the SMs read faster than the split (256x4096, 4096x256); from 8192,
+    where such a tile is listed, the split follows it."""
+    ps = priors.priors("hopper_raw", (512, 2048, 8192), "fp32", "sm_90a")
+    assert [(p["tile_n"], p.get("cluster_k", 1)) for p in ps] == [(64, 1), (128, 2)]
+
+
 @pytest.mark.parametrize("shape,first", [
     ((2048, 1024, 1024), (128, 4, 6, "full")),  # one wave: `_gpc_band`'s band, not rows though tall with a small B
     ((2048, 2048, 1024), (128, 4, 6, "full")),  # two waves: `_gpc_band`'s, not the square band of 8

@@ -344,8 +344,11 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
 # Skinny outputs with a long K (at most 2^20 elements, K from CLUSTER_SPLIT_MIN_K, M >= 128): K split over clusters
 # of at most CLUSTER_SPLIT_MAX_CK CTAs, one launch, no workspace. 6-8 CTAs a cluster read 7-10% below 5 on the three
 # shapes where both were timed (clusters that large fit 15-17 times, a cluster staying within one GPC)
-CLUSTER_SPLIT_MIN_K = 4096
+CLUSTER_SPLIT_MIN_K = 8192
 CLUSTER_SPLIT_MAX_CK = 5
+# the share of the SMs the split's CTAs must fill: every probed pick held 80-128 CTAs of 132, and a few-tile output
+# split five ways (256x128: 10 CTAs) is the wgmma family's batched split's, of up to 16 slices
+CLUSTER_SPLIT_MIN_FILL = 0.6
 
 
 def cluster_splits(shape: tuple[int, int, int]) -> bool:
@@ -357,16 +360,18 @@ def cluster_splits(shape: tuple[int, int, int]) -> bool:
 
 def _cluster_split_prior(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
     """Where `cluster_splits`: 128x64 tiles on one tile-row (M <= 128), 128x128 on more, each split over the largest
-    cluster (2 to CLUSTER_SPLIT_MAX_CK CTAs) whose CTAs all run at once on one wave, with the deepest ring that fits.
+    cluster (2 to CLUSTER_SPLIT_MAX_CK CTAs) whose CTAs all run at once on one wave, filling CLUSTER_SPLIT_MIN_FILL
+    of the SMs or more, with the deepest ring that fits.
 
     The wgmma family's batched split (a GEMM into fp32 slices, then a summing kernel) leads back to back where its
     tiles and slices fill the SMs, but the policy lists none where the output has more than 40 of its tiles, and its
     second launch costs in server mode. Against the policy's first batch in the same rounds (H200, seven shapes of
     M = 128-1024, K = 8192-16384; docs/benchmarks/data/raw_skinny_cluster_split_h200_2026-11-27_056c001.json) the
     split this picks read 0.968 of best NVIDIA back to back on 256x3072x8192 against 0.635 for the batch's best,
-    0.991 against 0.898 on 128x4096x12288, within 2.5% of it on 128x2048x12288 and 128x1536x16384, and 7-14% below
-    it on three shapes of M >= 256 whose batched split fills the SMs; in server mode it led on three of seven. Tile
-    width by tile-rows: on one tile-row 128x64 led 128x128 on 5 of 7 probed shapes (here and
+    0.991 against 0.898 on 128x4096x12288, 1-4% below it on 128x1536x16384 and 128x2048x12288, and 10-13% below on
+    three shapes of M >= 256 whose batched split fills the SMs; in server mode it led on three of seven. On eight
+    fresh shapes the batch with it read 1.000-1.50 of the batch before it, better on five, worse on none, in every
+    mode (skinny_cluster_split_first_batch_ab_h200_2026-11-27_056c001.json). Tile width by tile-rows: on one tile-row 128x64 led 128x128 on 5 of 7 probed shapes (here and
     raw_m128_skinny_h200_2026-11-26_e94d93b.json), on two or more 128x128 led on all five (also
     cluster_k_split_h200_2026-11-26_31ba481.json)."""
     if not cluster_splits(shape):
@@ -376,7 +381,7 @@ def _cluster_split_prior(shape: tuple[int, int, int], sms: int = 132) -> list[di
     tiles, kb = ceil_div(m, 128) * ceil_div(n, tn), ceil_div(k, 64)
     cks = [c for c in range(2, CLUSTER_SPLIT_MAX_CK + 1)
            if tiles * c <= sms and tiles <= cluster_k_fit(c, sms) and kb >= 4 * c]
-    if not cks:
+    if not cks or tiles * max(cks) < CLUSTER_SPLIT_MIN_FILL * sms:
         return []
     base = {"tile_m": 128, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct", "cluster_k": max(cks)}
     p = _k_deep(base, ceil_div(kb, max(cks)), DOMAIN["stages"])
