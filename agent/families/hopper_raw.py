@@ -337,8 +337,7 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
     # the split after a tile that fills the SMs unsplit: at K = 4096 (256x4096, 4096x256) the listed 128x64 read 0.980
     # and 1.052 of best NVIDIA back to back where the split read 0.844 and 0.889
     # (docs/benchmarks/data/skinny_cluster_split_first_batch_ab_h200_2026-11-27_056c001.json)
-    filling = _wave_filling_priors(shape)
-    return filling + _cluster_split_prior(shape) if filling else _cluster_split_prior(shape)
+    return _wave_filling_priors(shape) + _cluster_split_prior(shape)
 
 
 # Skinny outputs with a long K (at most 2^20 elements, K from CLUSTER_SPLIT_MIN_K, M >= 128): K split over clusters
@@ -370,10 +369,10 @@ def _cluster_split_prior(shape: tuple[int, int, int], sms: int = 132) -> list[di
     split this picks read 0.968 of best NVIDIA back to back on 256x3072x8192 against 0.635 for the batch's best,
     0.991 against 0.898 on 128x4096x12288, 1-4% below it on 128x1536x16384 and 128x2048x12288, and 10-13% below on
     three shapes of M >= 256 whose batched split fills the SMs; in server mode it led on three of seven. On eight
-    fresh shapes the batch with it read 1.000-1.50 of the batch before it, better on five, worse on none, in every
-    mode (skinny_cluster_split_first_batch_ab_h200_2026-11-27_056c001.json). Tile width by tile-rows: on one tile-row 128x64 led 128x128 on 5 of 7 probed shapes (here and
-    raw_m128_skinny_h200_2026-11-26_e94d93b.json), on two or more 128x128 led on all five (also
-    cluster_k_split_h200_2026-11-26_31ba481.json)."""
+    fresh shapes the batch with it read 1.000-1.504 of the batch before it, better on five, worse on none, in every
+    mode (skinny_cluster_split_first_batch_ab_h200_2026-11-27_056c001.json). Tile width by tile-rows: on one
+    tile-row 128x64 led 128x128 on 5 of 7 probed shapes (here and raw_m128_skinny_h200_2026-11-26_e94d93b.json), on
+    two or more 128x128 led on all five (also cluster_k_split_h200_2026-11-26_31ba481.json)."""
     if not cluster_splits(shape):
         return []
     m, n, k = shape
