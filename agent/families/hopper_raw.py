@@ -370,9 +370,11 @@ def _cluster_split_prior(shape: tuple[int, int, int], sms: int = 132) -> list[di
     0.991 against 0.898 on 128x4096x12288, 1-4% below it on 128x1536x16384 and 128x2048x12288, and 10-13% below on
     three shapes of M >= 256 whose batched split fills the SMs; in server mode it led on three of seven. On eight
     fresh shapes the batch with it read 1.000-1.504 of the batch before it, better on five, worse on none, in every
-    mode (skinny_cluster_split_first_batch_ab_h200_2026-11-27_056c001.json). Tile width by tile-rows: on one
-    tile-row 128x64 led 128x128 on 5 of 7 probed shapes (here and raw_m128_skinny_h200_2026-11-26_e94d93b.json), on
-    two or more 128x128 led on all five (also cluster_k_split_h200_2026-11-26_31ba481.json)."""
+    mode (skinny_cluster_split_first_batch_ab_h200_2026-11-27_056c001.json). Tile width by tile-rows, each at its
+    best cluster: on one tile-row 128x64 led 128x128 on all eight M = 128 shapes of K >= 8192 of four probes (here,
+    raw_m128_skinny_h200_2026-11-26_e94d93b.json, cluster_k_sizes_h200_2026-11-26_77d6225.json,
+    cluster_k_split_h200_2026-11-26_31ba481.json) but in one of two on 128x2048x12288 (by 0.7%); on two or more
+    128x128 led on all four shapes timed in every cluster that fits (here and cluster_k_sizes)."""
     if not cluster_splits(shape):
         return []
     m, n, k = shape
