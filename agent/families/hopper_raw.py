@@ -112,6 +112,12 @@ def cluster_k_fit(ck: int, sms: int) -> int:
     return CLUSTER_FIT_132[ck] * sms // 132
 
 
+def _split_runs_at_once(tiles: int, kblocks: int, ck: int, sms: int) -> bool:
+    """Each of `tiles` split over a cluster of `ck` CTAs: every cluster runs at once, each CTA walks four k-blocks or
+    more (the priors' bound; `feasible` asks for two)."""
+    return kblocks >= 4 * ck and tiles <= cluster_k_fit(ck, sms)
+
+
 def validate(params: dict[str, Any]) -> dict[str, Any]:
     return validate_with_defaults(params, DOMAIN, DEFAULTS)
 
@@ -380,12 +386,12 @@ def _cluster_split_prior(shape: tuple[int, int, int], sms: int = 132) -> list[di
     m, n, k = shape
     tn = 64 if m <= 128 else 128
     tiles, kb = ceil_div(m, 128) * ceil_div(n, tn), ceil_div(k, 64)
-    cks = [c for c in range(2, CLUSTER_SPLIT_MAX_CK + 1)
-           if tiles * c <= sms and tiles <= cluster_k_fit(c, sms) and kb >= 4 * c]
-    if not cks or tiles * max(cks) < CLUSTER_SPLIT_MIN_FILL * sms:
+    ck = max((c for c in range(2, CLUSTER_SPLIT_MAX_CK + 1)
+              if tiles * c <= sms and _split_runs_at_once(tiles, kb, c, sms)), default=0)
+    if tiles * ck < CLUSTER_SPLIT_MIN_FILL * sms:
         return []
-    base = {"tile_m": 128, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct", "cluster_k": max(cks)}
-    p = _k_deep(base, ceil_div(kb, max(cks)), DOMAIN["stages"])
+    base = {"tile_m": 128, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct", "cluster_k": ck}
+    p = _k_deep(base, ceil_div(kb, ck), DOMAIN["stages"])
     return [p] if feasible(p, shape, "sm_90a")[0] else []
 
 
@@ -469,7 +475,7 @@ def _streaming_ranked(shape: tuple[int, int, int], sms: int) -> list[tuple[tuple
     for tn in (32, 64, 128):
         tiles = ceil_div(shape[0], 64) * ceil_div(shape[1], tn)
         for ck in range(1, 9):
-            if ck > 1 and (kb < 4 * ck or tiles > cluster_k_fit(ck, sms)):
+            if ck > 1 and not _split_runs_at_once(tiles, kb, ck, sms):
                 continue
             base = {"tile_m": 64, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct", "cluster_k": ck}
             p = _k_deep(base, ceil_div(kb, ck), DOMAIN["stages"])
