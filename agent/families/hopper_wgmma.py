@@ -380,6 +380,14 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
                 # N-major twins 1.006-1.012 against 0.962-0.973). The K-major twin stays listed right after it.
                 sliced.append(dict(q, b_operand="row"))
             sliced.append(q)
+    # where the cap leaves no split and no tile fills the SMs (256x4096x8192 keeps its 128x64: 0.94), the 128-row
+    # tile or split that fills the most, unless that is the base tile itself
+    wave = None if sliced or filling or pricing.wave_fill(tiles, sms) >= WAVE_FILL else _wave_split(shape, sms)
+    if wave and (wave[2] > 1 or (base["tile_m"], base["tile_n"], base["swap_ab"]) != (128, *wave[:2])):
+        tn, swap, s = wave
+        sliced = [plain(tile_m=128, tile_n=tn, schedule="cooperative", swap_ab=swap)] if s == 1 else [
+            plain(tile_m=128, tile_n=tn, schedule="cooperative", swap_ab=swap, scheduler="batched", splits=s,
+                  b_operand="row" if b_outgrows_l2(shape) and tn % 64 == 0 else "col")]
     # Where small tiles fill the SMs once, they beat the split on K up to 4096: on ten shapes of 128-512 x
     # 512-2048 x 1024-4096 (H200) the best of them read 1.03-1.26 of best NVIDIA back to back where the split read
     # 0.66-1.00, and 0.92-0.96 in server mode against 0.63-0.88, except 128x2048x4096, where the split kept server
@@ -406,6 +414,42 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
     # both samples (K 1024-4096, H200, back to back and server), below a persistent or batched prior of the same
     # list on every one (docs/benchmarks/data/mid_shapes_h200_2026-11-26_9568339.json).
     return sorted(out, key=lambda q: q["scheduler"] == "streamk")
+
+
+# The 40-tile cap above leaves skinny outputs of more tiles with no split: from K = 8192, where no tile fills the SMs
+# either, the 128-row tile or split that fills the most of one wave. On seven such shapes of K = 8192-16384 outside
+# every sample (H200, every mode) the pick was the fastest of up to six splits on six and 1% behind on the seventh,
+# 128x96 in two slices ahead of 128x192 in four on six
+# (docs/benchmarks/data/wgmma_wave_split_h200_2026-11-27_a897fc4.json); in place of the family's first prior there
+# (persistent 128x256, 0.28-0.39 of best NVIDIA) it read 0.87-1.03 back to back and raised the first batch's best by
+# x1.067 back to back, x1.065 separated and x1.027 cold (geomeans, worse on none;
+# wgmma_wave_split_first_batch_ab_h200_2026-11-27_a897fc4.json). Where no split fills 90%, the fullest one-wave split
+# (0.74-0.85) still led every two-wave split and unsplit 128x96 and 128x128 on four more (0.89-0.94 back to back;
+# wgmma_wave_gap_h200_2026-11-27_a897fc4.json), and where an unsplit tile fills as much as a split of a tile twice as
+# wide, the unsplit one led on four of five (0.89-0.97 against 0.78-0.91; on 896x896x12288 0.890 against 0.936;
+# wgmma_wave_tie_h200_2026-11-27_a897fc4.json).
+WAVE_SPLIT_FILL = 0.7
+WAVE_SPLIT_MIN_K = 8192
+
+
+def _wave_split(shape: tuple[int, int, int], sms: int = 132) -> tuple[int, bool, int] | None:
+    """(tile_n, swap_ab, slices) of the cooperative 128-row tile, unsplit or batched over 2-8 K slices, whose tiles x
+    slices fill the most of one wave, padding counted as idle, if that is at least WAVE_SPLIT_FILL; among equals the
+    long side on wgmma's M, then fewer slices (an unsplit tile first), then the wider tile. None below
+    WAVE_SPLIT_MIN_K or on a side under 128."""
+    m, n, k = shape
+    if k < WAVE_SPLIT_MIN_K or min(m, n) < 128:
+        return None
+    picks = []
+    for swap in (n > m, n <= m):
+        pn = m if swap else n
+        for tn in (64, 96, 128, 192, 256):
+            tiles = _tiles(shape, 128, tn, swap)
+            for s in (1, 2, 4, 8):
+                fill = m * n * s / (sms * 128 * tn)  # the same in either order: padding is idle
+                if tn <= pn and tiles * s <= sms and k % (8 * s) == 0 and k // s >= 256 and fill >= WAVE_SPLIT_FILL:
+                    picks.append(((round(fill, 6), swap == (n > m), -s, tn), (tn, swap, s)))
+    return max(picks)[1] if picks else None
 
 
 def _wave_filling_tile(shape: tuple[int, int, int], base: dict[str, Any],
