@@ -976,28 +976,30 @@ def test_raw_cluster_split_comes_after_a_tile_that_fills():
 
 
 @pytest.mark.parametrize("shape,first,wave", [
-    ((2048, 384, 8192), (128, 96, False, 2), True),  # 16 tile-rows: 64 tiles of 128x96, two slices
-    ((384, 2048, 12288), (128, 96, True, 2), True),  # the same with the long side (N) on wgmma's M
-    ((1536, 512, 8192), (128, 96, True, 2), True),  # the long side's order fills 0.73 at most: rows along the short
-    ((128, 6144, 8192), (128, 96, False, 2), True),  # one tile-row along M = 128
-    ((2688, 256, 8192), (128, 96, False, 2), True),  # no split fills 90%: the fullest, 85%
-    ((640, 1280, 8192), None, True),  # unsplit 128x64 fills as much as 128x128 in two slices: unsplit (persistent)
-    ((13440, 128, 13440), None, False),  # the fullest is the base tile itself: the base keeps its raster
-    ((2560, 256, 16384), (128, 128, False, 2), False),  # a listed split stays first (128x96 would pad 256 by 12%)
-    ((256, 4096, 8192), None, False),  # 128x64 fills the SMs unsplit
-    ((2048, 384, 4096), None, False),  # K = 4096: the wave-filling tiles' range
+    ((2048, 384, 8192), (128, 96, False, 2), "batch"),  # 16 tile-rows: 64 tiles of 128x96, two slices
+    ((384, 2048, 12288), (128, 96, True, 2), "prior"),  # the same with the long side (N) on wgmma's M
+    ((1536, 512, 8192), (128, 96, True, 2), "prior"),  # the long side's order fills 0.73 at most: rows along the short
+    ((128, 6144, 8192), (128, 96, False, 2), "prior"),  # one tile-row along M = 128
+    ((2688, 256, 8192), (128, 96, False, 2), "prior"),  # no split fills 90%: the fullest, 85%
+    ((640, 1280, 8192), None, "batch"),  # unsplit 128x64 fills as much as 128x128 in two slices: unsplit (persistent)
+    ((13440, 128, 13440), None, None),  # the fullest is the base tile itself: the base keeps its raster
+    ((2560, 256, 16384), (128, 128, False, 2), None),  # a listed split stays first (128x96 would pad 256 by 12%)
+    ((256, 4096, 8192), None, None),  # 128x64 fills the SMs unsplit
+    ((2048, 384, 4096), None, None),  # K = 4096: the wave-filling tiles' range
 ])
 def test_wgmma_wave_split_leads_where_the_cap_left_no_split(shape, first, wave):
     """Skinny long-K outputs of more than 40 tiles that no tile fills start the wgmma family from the 128-row tile or
-    batched split whose tiles x slices fill the most of one wave, in the first batch's wgmma slots."""
+    batched split whose tiles x slices fill the most of one wave ("prior"), in the first batch's wgmma slots
+    ("batch": checked on one split and one unsplit pick, since a proposal takes seconds)."""
     p = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[0]
     got = (p["tile_m"], p["tile_n"], p["swap_ab"], p["splits"]) if p["scheduler"] == "batched" else None
     assert got == first
     if shape == (13440, 128, 13440):
         assert hopper_wgmma._wave_split(shape) == (128, False, 1) and p["raster"] == "along_m"
-    if wave:
+    if wave:  # "prior" or "batch"
         assert hopper_wgmma._wave_split(shape) == (p["tile_n"], p["swap_ab"], p["splits"]) and p["tile_m"] == 128
         assert p["schedule"] == "cooperative" and get("hopper_wgmma").feasible(p, shape, "sm_90a") == (True, "")
+    if wave == "batch":
         batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 4)
         assert canonical(normal_params("hopper_wgmma", p)) in {canonical(normal_params(c.family, c.params))
                                                                 for c in batch if c.family == "hopper_wgmma"}
