@@ -386,8 +386,8 @@ def _cluster_split_prior(shape: tuple[int, int, int], sms: int = 132) -> list[di
     m, n, k = shape
     tn = 64 if m <= 128 else 128
     tiles, kb = ceil_div(m, 128) * ceil_div(n, tn), ceil_div(k, 64)
-    ck = max((c for c in range(2, CLUSTER_SPLIT_MAX_CK + 1)
-              if tiles * c <= sms and _split_runs_at_once(tiles, kb, c, sms)), default=0)
+    # clusters that all run at once hold at most `sms` CTAs (CLUSTER_FIT_132)
+    ck = max((c for c in range(2, CLUSTER_SPLIT_MAX_CK + 1) if _split_runs_at_once(tiles, kb, c, sms)), default=0)
     if tiles * ck < CLUSTER_SPLIT_MIN_FILL * sms:
         return []
     base = {"tile_m": 128, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct", "cluster_k": ck}

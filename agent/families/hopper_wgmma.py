@@ -370,7 +370,7 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
         if tiles > (sms // 2 if odd_side else 40) or k < 1024 or tn > max(64, pn) or (tm == 64 and pn > 64):
             continue
         # as many slices as fill the SMs once, each at least 256 long (64x512x2048: 8 slices 1.00, 4 slices 0.99)
-        slices = [s for s in (2, 4, 8) if tiles * s <= sms and k % (8 * s) == 0 and k // s >= 256]
+        slices = [s for s in (2, 4, 8) if _slices_fit(tiles, k, s, sms)]
         if slices:
             q = plain(tile_m=tm, tile_n=tn, schedule=sched, swap_ab=swap, scheduler="batched", splits=slices[-1])
             if b_outgrows_l2(shape):
@@ -432,6 +432,11 @@ WAVE_SPLIT_FILL = 0.7
 WAVE_SPLIT_MIN_K = 8192
 
 
+def _slices_fit(tiles: int, k: int, s: int, sms: int) -> bool:
+    """`tiles` in `s` K slices run in one wave, each slice starting on a 16-byte boundary and at least 256 long."""
+    return tiles * s <= sms and k % (8 * s) == 0 and k // s >= 256
+
+
 def _wave_split(shape: tuple[int, int, int], sms: int = 132) -> tuple[int, bool, int] | None:
     """(tile_n, swap_ab, slices) of the cooperative 128-row tile, unsplit or batched over 2-8 K slices, whose tiles x
     slices fill the most of one wave, padding counted as idle, if that is at least WAVE_SPLIT_FILL; among equals the
@@ -447,7 +452,7 @@ def _wave_split(shape: tuple[int, int, int], sms: int = 132) -> tuple[int, bool,
             tiles = _tiles(shape, 128, tn, swap)
             for s in (1, 2, 4, 8):
                 fill = m * n * s / (sms * 128 * tn)  # the same in either order: padding is idle
-                if tn <= pn and tiles * s <= sms and k % (8 * s) == 0 and k // s >= 256 and fill >= WAVE_SPLIT_FILL:
+                if tn <= pn and _slices_fit(tiles, k, s, sms) and fill >= WAVE_SPLIT_FILL:
                     picks.append(((round(fill, 6), swap == (n > m), -s, tn), (tn, swap, s)))
     return max(picks)[1] if picks else None
 
