@@ -1,13 +1,14 @@
 """Family `hopper_wgmma`: sm_90a wgmma + TMA warp-specialised kernels through the CUTLASS 3.x collective builders."""
 from __future__ import annotations
 
+import functools
 import itertools
 import sys
 from typing import Any
 
 from . import pricing
-from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, ceil_div, in_16_byte_rows, launch_knobs, render_feasible,
-                     uneven_waves, validate_with_defaults, validated)
+from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, arch_limits, ceil_div, in_16_byte_rows, launch_knobs,
+                     render_feasible, uneven_waves, validate_with_defaults, validated)
 from .pricing import LARGE_FLOP, POWER_LIMIT_FLOP, SINGLE_CTA_MAX_WAVES, WAVE_FILL, b_outgrows_l2, flop
 
 # The batched split-K keeps its fp32 slices in a static workspace of this many floats (32 MiB).
@@ -115,71 +116,79 @@ def _swizzle_waste(p: dict[str, Any], shape: tuple[int, int, int]) -> str | None
 
 def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: str) -> tuple[bool, str]:
     p, lim, why = validated(params, validate, arch, "sm_90a", "wgmma/TMA kernels")
-    if why:
-        return False, why
+    why = why or _config_problem(p, lim) or (_shape_problem(p, shape, lim) if shape is not None else "")
+    return not why, why
+
+
+def _config_problem(p: dict[str, Any], lim) -> str:
+    """Why a canonical config cannot build or run on any shape ('' if it can)."""
     coop = p["schedule"] == "cooperative"
     if coop and p["tile_m"] not in (128, 256):
-        return False, "the cooperative schedule splits tile_m over 2 consumer warpgroups: tile_m must be 128 or 256"
+        return "the cooperative schedule splits tile_m over 2 consumer warpgroups: tile_m must be 128 or 256"
     if not coop and p["tile_m"] not in (64, 128):
-        return False, "the ping-pong schedule gives each consumer warpgroup a whole tile: tile_m must be 64 or 128"
+        return "the ping-pong schedule gives each consumer warpgroup a whole tile: tile_m must be 64 or 128"
     if p["scheduler"] == "streamk" and p.get("pdl"):
-        return False, ("pdl: CUTLASS's stream-K scheduler does not build with CUTLASS_ENABLE_GDC_FOR_SM90 "
-                       "(sm90_tile_scheduler_stream_k.hpp, const reference)")
+        return ("pdl: CUTLASS's stream-K scheduler does not build with CUTLASS_ENABLE_GDC_FOR_SM90 "
+                "(sm90_tile_scheduler_stream_k.hpp, const reference)")
     if p["scheduler"] == "streamk" and not coop:
-        return False, "CUTLASS's ping-pong kernel does not support the stream-K scheduler"
+        return "CUTLASS's ping-pong kernel does not support the stream-K scheduler"
     if p["splits"] > 1 and p["scheduler"] == "persistent":
-        return False, "splits > 1 needs the stream-K scheduler (split-K decomposition) or the batched split"
+        return "splits > 1 needs the stream-K scheduler (split-K decomposition) or the batched split"
     batched = p["scheduler"] == "batched"
     if batched and p["splits"] < 2:
-        return False, "the batched split-K needs splits >= 2"
+        return "the batched split-K needs splits >= 2"
     acc_per_thread = p["tile_m"] * p["tile_n"] // (256 if coop else 128)
     if p["acc"] == "fp16":
         acc_per_thread //= 2
     # A consumer warpgroup gets 240 registers (setmaxnreg); 192 fp32 accumulators leave room for addresses and the
     # epilogue: 256x192 cooperative builds with 0 spills (ptxas, nvcc 13.0), 256 accumulators cannot.
     if acc_per_thread > MAX_ACC_REGS:
-        return False, f"{acc_per_thread} accumulator registers per consumer thread (limit {MAX_ACC_REGS} of 240)"
+        return f"{acc_per_thread} accumulator registers per consumer thread (limit {MAX_ACC_REGS} of 240)"
     if p["tile_n"] % 64 and p["b_operand"] == "row" and not p["swap_ab"]:
-        return False, (f"tile_n={p['tile_n']} with an N-major B: the 128-byte shared-memory swizzle needs tile_n a "
-                       "multiple of 64 there")
+        return (f"tile_n={p['tile_n']} with an N-major B: the 128-byte shared-memory swizzle needs tile_n a "
+                "multiple of 64 there")
     if p["cluster_m"] * p["cluster_n"] > 4:
-        return False, "cluster of more than 4 CTAs"
+        return "cluster of more than 4 CTAs"
     if p.get("epi_n") and p["tile_n"] % p["epi_n"]:
-        return False, f"epi_n={p['epi_n']} does not divide tile_n={p['tile_n']}"
+        return f"epi_n={p['epi_n']} does not divide tile_n={p['tile_n']}"
     sb = stage_bytes(p)
     need = (max(p["stages"], 2)) * sb + max(EPILOGUE_SMEM_ESTIMATE, epilogue_smem(p)) * (2 if batched else 1)
     if need > lim.smem_per_block:
-        return False, f"{max(p['stages'], 2)} stages x {sb} B + epilogue > {lim.smem_per_block} B shared memory"
-    if shape is not None:
-        m, n, k = shape
-        if not in_16_byte_rows(n, k):
-            return False, f"TMA needs 16-byte strides: N={n} and K={k} must be multiples of 8"
-        pm, pn = (n, m) if p["swap_ab"] else (m, n)
-        if p["splits"] > 1 and p["splits"] > ceil_div(k, p["tile_k"]):
-            return False, f"splits={p['splits']} > {ceil_div(k, p['tile_k'])} k-tiles"
-        if batched:
-            s = p["splits"]
-            if k % (8 * s):
-                return False, f"K={k} does not cut into {s} slices that start on 16-byte boundaries"
-            if k // s < p["tile_k"]:
-                return False, f"a K slice of {k // s} is shorter than tile_k={p['tile_k']}"
-            if m * n * s > SLICE_WS_FLOATS:
-                return False, f"{s} fp32 slices of {m}x{n} exceed the {SLICE_WS_FLOATS}-float workspace"
-        if p["tile_m"] >= 4 * pm and p["tile_m"] > 64:
-            return False, f"tile_m={p['tile_m']} is mostly padding for problem M={pm}"
-        if p["tile_n"] >= 4 * pn and p["tile_n"] > 64:
-            return False, f"tile_n={p['tile_n']} is mostly padding for problem N={pn}"
-        if waste := _swizzle_waste(p, shape):
-            return False, waste
-        if p.get("grid") == "even":
-            gm, gn, _ = cta_grid(p, shape)
-            cl = p["cluster_m"] * p["cluster_n"]
-            if cl > 2:
-                # the scheduler fits 4-CTA clusters per GPC (116 CTAs of 132), below the sm_count the template sets
-                return False, "grid=even takes clusters of one or two CTAs (CUTLASS packs 4-CTA clusters per GPC)"
-            if why := uneven_waves(gm * gn // cl, cl, lim.num_sms):
-                return False, why
-    return True, ""
+        return f"{max(p['stages'], 2)} stages x {sb} B + epilogue > {lim.smem_per_block} B shared memory"
+    return ""
+
+
+def _shape_problem(p: dict[str, Any], shape: tuple[int, int, int], lim) -> str:
+    """Why a config that builds cannot run `shape` ('' if it can)."""
+    m, n, k = shape
+    if not in_16_byte_rows(n, k):
+        return f"TMA needs 16-byte strides: N={n} and K={k} must be multiples of 8"
+    pm, pn = (n, m) if p["swap_ab"] else (m, n)
+    if p["splits"] > 1 and p["splits"] > ceil_div(k, p["tile_k"]):
+        return f"splits={p['splits']} > {ceil_div(k, p['tile_k'])} k-tiles"
+    if p["scheduler"] == "batched":
+        s = p["splits"]
+        if k % (8 * s):
+            return f"K={k} does not cut into {s} slices that start on 16-byte boundaries"
+        if k // s < p["tile_k"]:
+            return f"a K slice of {k // s} is shorter than tile_k={p['tile_k']}"
+        if m * n * s > SLICE_WS_FLOATS:
+            return f"{s} fp32 slices of {m}x{n} exceed the {SLICE_WS_FLOATS}-float workspace"
+    if p["tile_m"] >= 4 * pm and p["tile_m"] > 64:
+        return f"tile_m={p['tile_m']} is mostly padding for problem M={pm}"
+    if p["tile_n"] >= 4 * pn and p["tile_n"] > 64:
+        return f"tile_n={p['tile_n']} is mostly padding for problem N={pn}"
+    if waste := _swizzle_waste(p, shape):
+        return waste
+    if p.get("grid") == "even":
+        gm, gn, _ = cta_grid(p, shape)
+        cl = p["cluster_m"] * p["cluster_n"]
+        if cl > 2:
+            # the scheduler fits 4-CTA clusters per GPC (116 CTAs of 132), below the sm_count the template sets
+            return "grid=even takes clusters of one or two CTAs (CUTLASS packs 4-CTA clusters per GPC)"
+        if why := uneven_waves(gm * gn // cl, cl, lim.num_sms):
+            return why
+    return ""
 
 
 # CuTe's wgmma selector takes the widest atom whose N divides tile_n: from these without
@@ -207,6 +216,14 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
     x stages)."""
     if arch != "sm_90a":
         return []
+    lim = arch_limits(arch)
+    return [dict(p) for p in _buildable(acc, arch) if not _shape_problem(p, shape, lim)]
+
+
+@functools.lru_cache(maxsize=4)
+def _buildable(acc: str, arch: str) -> tuple[dict[str, Any], ...]:
+    """SEARCH_DOMAIN's canonical configs that build on `arch`, whatever the shape: a few hundred thousand checked
+    once per process, so that a shape's space checks only what depends on the shape (seconds a shape before)."""
     out = []
     for tm, tn, tk, cm, cn, sched, swap, bop in itertools.product(
             SEARCH_DOMAIN["tile_m"], SEARCH_DOMAIN["tile_n"], SEARCH_DOMAIN["tile_k"], (1, 2), (1, 2),
@@ -220,9 +237,9 @@ def space(shape: tuple[int, int, int], acc: str = "fp32", arch: str = "sm_90a") 
                          "schedule": sched, "scheduler": scheduler, "splits": splits, "raster": raster,
                          "swizzle": swz, "stages": stages, "b_operand": bop, "swap_ab": swap, "acc": acc,
                          "pdl": launch_knobs(arch)["pdl"] and scheduler != "streamk"}
-                    if feasible(p, shape, arch)[0]:
+                    if feasible(p, None, arch)[0]:
                         out.append(validate(p))
-    return out
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- search: priors, shares, cost model, mutations
