@@ -30,20 +30,21 @@ STICKY = {700: "illegal address", 701: "launch out of resources", 702: "launch t
           717: "invalid address space", 718: "invalid pc", 719: "launch failure", 720: "cooperative launch too large"}
 
 
-def deviation_bound(devs: dict[str, float], max_abs_ref: float) -> float:
-    """The largest same-class baseline deviation on these inputs, never below the rounding floor; NaN without one."""
-    return max(max(devs.values()), rounding_floor(max_abs_ref)) if devs else float("nan")
+def deviation_bound(devs: dict[str, float], max_abs_ref: float, k: int = 0) -> float:
+    """The largest same-class baseline deviation on these inputs, never below the rounding floor of a K-long
+    product; NaN without one."""
+    return max(max(devs.values()), rounding_floor(max_abs_ref, k)) if devs else float("nan")
 
 
-def accuracy_verdict(rc: dict, devs: dict[str, dict], acc16: bool) -> tuple[bool, str, dict]:
+def accuracy_verdict(rc: dict, devs: dict[str, dict], acc16: bool, k: int = 0) -> tuple[bool, str, dict]:
     """Whether a candidate's output `rc` (a Reference.compare) is as accurate as the same-class baselines' on the
     same inputs (`devs`: name -> their compare). fp32 class: max |C - ref| within 5% of the largest baseline's, with
     the rounding floor. fp16 class: RMS within 5% of the largest baseline RMS, and max within 1.5x. No baseline: NaN
     bounds, which refuse."""
     bad = rc["nonfinite"] != 0
     dev = float("inf") if bad else rc["max_abs_diff"]
-    bound = deviation_bound({k: v["max_abs_diff"] for k, v in devs.items()}, rc["max_abs_ref"])
-    metrics = {"max_abs_diff": dev, "bound": bound, "rounding_floor": rounding_floor(rc["max_abs_ref"])}
+    bound = deviation_bound({name: v["max_abs_diff"] for name, v in devs.items()}, rc["max_abs_ref"], k)
+    metrics = {"max_abs_diff": dev, "bound": bound, "rounding_floor": rounding_floor(rc["max_abs_ref"], k)}
     if not acc16:
         return (dev <= bound * DEVIATION_HEADROOM,
                 f"max |C - ref| = {dev:.6g} vs largest fp32-class baseline deviation {bound:.6g} "
@@ -195,7 +196,7 @@ class Checker:
                 self.run_candidate(ops)
                 diffs += self.nat.count_diff(ops.ptr["C"], self.nat.buf_ptr(snap), self.m * self.n)
                 devs = self.baseline_devs(ops, ref)  # same inputs: the bound holds for this draw only
-                verdicts.append(accuracy_verdict(rc, devs, self.acc16))
+                verdicts.append(accuracy_verdict(rc, devs, self.acc16, self.k))
                 for k_, v in devs.items():
                     devs_all[k_] = max(v["max_abs_diff"], devs_all.get(k_, 0.0))
         finally:
@@ -223,7 +224,7 @@ class Checker:
         r = ref.compare(ops.ptr["C"])
         dev_c = r["max_abs_diff"] if r["nonfinite"] == 0 else float("inf")
         devs = self.baseline_devs(ops, ref)
-        bound = deviation_bound({k_: v["max_abs_diff"] for k_, v in devs.items()}, r["max_abs_ref"])
+        bound = deviation_bound({k_: v["max_abs_diff"] for k_, v in devs.items()}, r["max_abs_ref"], self.k)
         # For contrast: what a genuinely fp16-accumulating library kernel gets on the same inputs.
         cid = self.nat.register_cublas(0, 1, self.m, self.n, self.k)
         ops.poison_output()
@@ -235,7 +236,7 @@ class Checker:
                  f"max |C - ref| = {dev_c:.6g} on fp16-accumulation-exposing inputs; fp32-class baselines reach "
                  f"{bound:.6g}, an fp16-accumulating cuBLAS reaches {fp16_dev if fp16_dev is None else f'{fp16_dev:.6g}'}",
                  max_abs_diff=dev_c, bound=bound, fp16_class_dev=fp16_dev,
-                 rounding_floor=rounding_floor(r["max_abs_ref"]))
+                 rounding_floor=rounding_floor(r["max_abs_ref"], self.k))
 
     def waits_for_predecessor(self, ops: OperandSet) -> None:
         """The kernel before the call writes the inputs late and lets programmatically dependent launches start at
@@ -303,10 +304,10 @@ class Checker:
         (cand or self.cand).time(ops, reps, True)
         r = ref.compare(ops.ptr["C"])
         if devs:
-            ok, detail, mets = accuracy_verdict(r, devs, self.acc16)
+            ok, detail, mets = accuracy_verdict(r, devs, self.acc16, self.k)
         else:  # no baseline ran on these inputs: only a non-finite output can be judged
             ok, detail, mets = True, f"max |C - ref| = {r['max_abs_diff']:.6g}, no baseline to compare", {
-                "max_abs_diff": r["max_abs_diff"], "rounding_floor": rounding_floor(r["max_abs_ref"])}
+                "max_abs_diff": r["max_abs_diff"], "rounding_floor": rounding_floor(r["max_abs_ref"], self.k)}
         outcome = CheckOutcome(name=label, passed=bool(ok and r["nonfinite"] == 0),
                                detail=f"after a timed batch of {reps}: {detail}, {r['nonfinite']} non-finite",
                                metrics={"nonfinite": r["nonfinite"], **mets})

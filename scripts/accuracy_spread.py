@@ -9,7 +9,8 @@ inputs, and the error against the fp32 reference is summarised as max |err|, RMS
 toward zero). DIR/accuracy.json holds every draw; the printed table gives, per kernel, the ratio of its max and of its
 RMS to the largest baseline's on the same draw (min / median / max over the draws). This is the evidence behind the
 deviation check's statistic: a max over millions of elements moves by several percent between draws, the RMS does
-not.
+not. With --truth it also measures the fp32 reference against an fp64 product, and it prints each kernel's error beyond
+its own elements' half ulp, the evidence behind the rounding floor's summation slack.
 """
 from __future__ import annotations
 
@@ -23,12 +24,22 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
+def _half_ulp(torch, x):
+    """Half an fp16 ulp at each |x| (normal range): what a correctly rounded output may be off by there."""
+    _, e = torch.frexp(x.abs().clamp(min=2.0 ** -14, max=65504.0))
+    return torch.ldexp(torch.ones_like(x), (e - 12).to(torch.int32))
+
+
 def _stats(torch, c16, ref):
     d = c16.float() - ref
     fin = torch.isfinite(d)
     d = torch.where(fin, d, torch.zeros_like(d))
+    # "excess": how far the worst element lies beyond half an ulp of its own reference value, i.e. the part of the
+    # error that rounding to fp16 does not explain (both sides' fp32 summation error); "max_abs_ref" gives the
+    # deviation check's rounding floor, half an ulp at the largest |reference|.
     return {"max": d.abs().max().item(), "rms": d.square().mean().sqrt().item(), "mean": d.mean().item(),
-            "nonfinite": int((~fin).sum().item())}
+            "nonfinite": int((~fin).sum().item()), "max_abs_ref": ref.abs().max().item(),
+            "excess": (d.abs() - _half_ulp(torch, ref)).max().item()}
 
 
 def main() -> int:
@@ -49,6 +60,7 @@ def main() -> int:
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--draws", type=int, default=12)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--truth", action="store_true", help="also measure the fp32 reference against an fp64 product")
     a = ap.parse_args()
     spec = json.loads(a.spec.read_text())
     a.out.mkdir(parents=True, exist_ok=True)
@@ -87,6 +99,18 @@ def main() -> int:
             ops.fill("normal", a.seed + 1000 * d)
             ref.compute(ops)
             nat.ok("copy", r_out.data_ptr(), ref.cref, 4 * m * n)
+            nat.sync()
+            if a.truth:  # the fp32 reference's own summation error, against an fp64 product of the same inputs
+                a16 = torch.empty(m * k, dtype=torch.float16, device="cuda")
+                b16 = torch.empty(k * n, dtype=torch.float16, device="cuda")
+                nat.ok("copy", a16.data_ptr(), ops.ptr["A"], 2 * m * k)
+                nat.ok("copy", b16.data_ptr(), ops.ptr["B"], 2 * k * n)
+                nat.sync()
+                exact = (a16.view(m, k).double() @ b16.view(k, n).double()).view(-1)
+                err = (r_out.double() - exact).abs()
+                rows.append({"shape": list(shape), "draw": d, "name": "fp32 reference vs fp64", "reference": True,
+                             "max": err.max().item(), "max_abs_ref": exact.abs().max().item()})
+                del a16, b16, exact, err
             for name, c in calls.items():
                 ops.poison_output()
                 if c.call(ops) != 0 or nat.sync() != 0:
@@ -99,7 +123,8 @@ def main() -> int:
                              **_stats(torch, c_out, r_out)})
         (a.out / "accuracy.json").write_text(json.dumps({"acc": a.acc, "draws": a.draws, "gpu": device_name(0),
                                                          "spec": spec, "rows": rows}, indent=1))
-        _report(shape, [r for r in rows if r["shape"] == list(shape) and "max" in r], list(base))
+        _report(shape, [r for r in rows if r["shape"] == list(shape) and "rms" in r], list(base))
+        _report_floor(shape, [r for r in rows if r["shape"] == list(shape) and "max" in r], list(base))
         nat.release_callables()
         ops.free()
         ref.free()
@@ -121,6 +146,30 @@ def _report(shape, rows, baselines) -> None:
         out.append(f"mean err {statistics.mean(r['mean'] for r in mine):+.2e}, "
                    f"rms {statistics.median(r['rms'] for r in mine):.4g}, max {statistics.median(r['max'] for r in mine):.4g}")
         print(f"  {name:40s} " + " | ".join(out), flush=True)
+
+
+def _report_floor(shape, rows, baselines) -> None:
+    """Against the deviation check's fp32 bound (evaluator.checks.accuracy_verdict): how often each kernel's max lies
+    beyond 1.05x the larger of the largest baseline max and the rounding floor, and its error beyond its own
+    elements' half ulp, which the floor's summation slack must cover (evaluator.buffers.SUMMATION_SLACK)."""
+    from evaluator.buffers import rounding_floor
+    from evaluator.checks import DEVIATION_HEADROOM
+
+    draws, k = sorted({r["draw"] for r in rows}), shape[2]
+    bound = {d: max([r["max"] for r in rows if r["draw"] == d and r.get("baseline")] +
+                    [rounding_floor(r["max_abs_ref"], k) for r in rows if r["draw"] == d and "excess" in r])
+             for d in draws}
+    print(f"{'x'.join(map(str, shape))}: against the bound; beyond 1.05x / draws, ratio max, excess beyond half an ulp")
+    for name in sorted({r["name"] for r in rows}, key=lambda x: (x not in baselines, x)):
+        mine = [r for r in rows if r["name"] == name]
+        if "excess" not in mine[0]:
+            print(f"  {name:40s} max |err| {max(r['max'] for r in mine):.4g} at max |C| "
+                  f"{max(r['max_abs_ref'] for r in mine):.4g}", flush=True)
+            continue
+        ratios = [r["max"] / bound[r["draw"]] for r in mine]
+        print(f"  {name:40s} {sum(x > DEVIATION_HEADROOM for x in ratios)}/{len(ratios)}, {max(ratios):.3f}, "
+              f"excess {max(r['excess'] for r in mine):.4g} (floor {rounding_floor(mine[0]['max_abs_ref'], k):.4g})",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,26 @@ def test_the_floor_changes_nothing_where_the_baselines_are_already_past_it():
     assert 2.0 > deviation_bound(devs, 600.0) * DEVIATION_HEADROOM
 
 
+def test_the_floor_covers_fp32_summation_at_long_k():
+    # measured on an H200 (1024x1024x32768, normal inputs, docs/benchmarks/data/fp32_summation_error_h200_2026-11-28_
+    # 6048a7c.json): every CUTLASS and hand-written kernel 0.279 at max |C| 975.1, cuBLAS 0.2559; half an ulp is 0.25,
+    # so half an ulp alone refused them wherever no cuBLASLt variant happened to sum as they did
+    devs, k = {"cublas-NN": 0.2559}, 32768
+    assert 0.279 > deviation_bound(devs, 975.1) * DEVIATION_HEADROOM
+    assert 0.279 <= deviation_bound(devs, 975.1, k) * DEVIATION_HEADROOM
+    # and K = 16384, where a persistent CUTLASS kernel read 0.263 once against half an ulp of 0.25
+    assert 0.263 <= deviation_bound({"cublas-NN": 0.2465}, 681.6, 16384) * DEVIATION_HEADROOM
+
+
+@pytest.mark.parametrize("k, ref", [(1024, 180.0), (4096, 366.4), (16384, 700.8), (32768, 975.1)])
+def test_the_summation_slack_stays_well_inside_an_ulp(k, ref):
+    # an fp16 accumulator is off by whole ulps at these sizes, and one extra rounding of an fp16 partial sum by up to
+    # half an ulp: the slack added to the floor is a small part of half an ulp wherever normal inputs reach
+    half_ulp = rounding_floor(ref)
+    assert 0.0 < rounding_floor(ref, k) - half_ulp < 0.5 * half_ulp
+    assert rounding_floor(ref, 0) == half_ulp
+
+
 def test_no_baseline_no_bound():
     assert math.isnan(deviation_bound({}, 600.0))
 

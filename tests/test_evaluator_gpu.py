@@ -43,12 +43,14 @@ def test_reference_kernel_passes_every_check(pool, kernel, shape):
         assert lo <= t.speedup_mean <= hi
     assert r.speedup("cublaslt-autotune-max") is not None
     assert R.EvalResult.from_json(r.to_json()) == r
-    # the native compare reports the largest |ref|, and the floor is half an fp16 ulp there (a power of two): a
-    # baseline's output is one rounding off the reference plus an fp32 summation error far below a quarter ulp
+    # the native compare reports the largest |ref|, and the floor is half an fp16 ulp there (a power of two) plus a
+    # summation slack under 5% of it up to K = 4096: a baseline's output is one rounding off the reference plus an
+    # fp32 summation error far below a quarter ulp
     dev = next(c for c in r.checks if c.name == "baseline_bounded_deviation")
     floor = dev.metrics["rounding_floor"]
-    assert floor > 0 and math.log2(floor).is_integer()
-    assert max(dev.metrics["baselines"].values()) <= floor * 1.25
+    half_ulp = 2.0 ** math.floor(math.log2(floor))
+    assert 0 < half_ulp < floor < half_ulp * 1.05
+    assert max(dev.metrics["baselines"].values()) <= half_ulp * 1.25
 
 
 def test_fp16_accumulation_mode_uses_fp16_class(pool):
