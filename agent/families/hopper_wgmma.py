@@ -583,6 +583,8 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     # measured 1% faster than 2x1 on 1024x4096x8192, and 4-CTA clusters do not all fit at once there (0.62)
     eff *= {1: pricing.single_cta_price(tiles / sms), 2: 1.0, 4: 0.99}[cl] if tiles > sms else \
         {1: 1.0, 2: 0.99, 4: 0.9}[cl]
+    if p["scheduler"] == "batched":
+        eff *= pricing.BATCHED_CLUSTER_PRICE.get((p["cluster_m"], p["cluster_n"]), 1.0)
     padded = 2.0 * gm * tm * gn * tn * k
     # priced against the persistent grid of the same tiles (pricing.STREAMK_POWER_CREDIT says what was measured)
     streamk_at_power_limit = p["scheduler"] == "streamk" and 2.0 * m * n * k >= POWER_LIMIT_FLOP

@@ -24,6 +24,11 @@ SPLITK_PASS_US = 1.5  # measured: split-K's partial write + last-CTA reduction o
 CLUSTER_REDUCE_US = 0.4  # the cluster split's reduction stays in distributed shared memory: no second pass
 STREAMK_SPLIT_US = 1.2  # CUTLASS stream-K split-K fixup, per split (H200: 2 splits +4.6 us, 4 splits +6.7 us)
 SLICE_SUM_US = 0.8  # batched split-K: the summing kernel, launched early (PDL), beyond its own memory traffic
+# The wgmma family's batched split in a 2-CTA cluster against the same kernel alone, same rounds (H100, six skinny
+# long-K shapes, two tiles each, docs/benchmarks/data/wgmma_split_clusters_h100_2026-11-28_2fba83f.json): 2x1 read
+# 0.93 back to back and 0.92 in server mode (geomeans, 0.81-1.00), 1x2 0.98 and 0.97 (0.90-1.11, ahead on one of
+# twelve); an H200 probe (skinny_wgmma_clusters_h200_2026-11-26_e94d93b.json) had the best cluster at -4.2% to +0.7%.
+BATCHED_CLUSTER_PRICE = {(2, 1): 0.93, (1, 2): 0.975}
 KTILE_LATENCY_US = 0.12  # serial cost of one main-loop iteration that the pipeline cannot hide
 # Stream-K without a split on a grid at the power limit (>= 2^36 FLOP), against the best persistent CUTLASS config of
 # the same shape (two campaigns, H200): 0.89-0.92 on one wave, 0.95-0.98 at 2.9 waves, 0.98 at 3.9, 0.99-1.00 at
