@@ -633,6 +633,20 @@ def test_cost_model_prices_the_batched_sum():
     assert math.isfinite(t[4]) and t[4] < plain and t[4] < t[8]
 
 
+@pytest.mark.parametrize("shape,first", [((128, 12288, 512), (128, 96)), ((128, 12288, 256), (128, 96)),
+                                         ((256, 12288, 512), (128, 96)),
+                                         ((128, 12288, 64), (128, 128)),  # one k-block: not timed
+                                         ((128, 16384, 512), (128, 128)),  # 128x128 fills the SMs already
+                                         ((12288, 128, 512), (128, 128)),  # the other operand order: not timed
+                                         ((5760, 1152, 320), (128, 128))])  # beyond two waves of 128x96
+def test_short_k_starts_with_a_96_wide_tile_where_it_fills_the_sms(shape, first):
+    """K = 256-512: where 128x128 tiles leave a fifth of the SMs idle and 128x96 fills them, the cooperative 128x96
+    goes first (one tile-row beside 12288: +5-7% back to back and in server mode, H100)."""
+    p = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[0]
+    assert (p["tile_m"], p["tile_n"]) == first and not p["swap_ab"]
+    assert get("hopper_wgmma").feasible(p, shape, "sm_90a") == (True, "")
+
+
 @pytest.mark.parametrize("shape", [(2048, 384, 8192), (256, 2048, 16384), (1024, 256, 8192)])
 def test_cost_model_prices_a_batched_split_alone_ahead_of_it_in_clusters(shape):
     """The same batched split alone, in 1x2 and in 2x1 clusters read 1 : 0.98 : 0.93 back to back (geomeans over

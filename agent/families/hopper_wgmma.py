@@ -346,6 +346,8 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
         wide_epilogue = dict(pp, swap_ab=n > m, epi_n=64)
         out = ([wide_epilogue, pp, coop] if m * n >= 2 ** 23 else [coop, pp]) + [
             plain(tile_m=64, tile_n=128, schedule="pingpong", swap_ab=False)] + out
+        if _short_k_96_fills(shape, sms):
+            out.insert(0, plain(tile_m=128, tile_n=96, schedule="cooperative", swap_ab=False))
     filling = []
     # a large shape whose base grid fits in one wave (a skinny side of 128-256) idles SMs just the same
     if k > 512 and (flop(shape) < LARGE_FLOP or tiles <= sms) and (fill := _wave_filling_tile(shape, base, sms)):
@@ -472,6 +474,24 @@ def _wave_split(shape: tuple[int, int, int], sms: int = 132) -> tuple[int, bool,
                 if tn <= pn and _slices_fit(tiles, k, s, sms) and fill >= WAVE_SPLIT_FILL:
                     picks.append(((round(fill, 6), swap == (n > m), -s, tn), (tn, swap, s)))
     return max(picks)[1] if picks else None
+
+
+def _short_k_96_fills(shape: tuple[int, int, int], sms: int) -> bool:
+    """K = 256-512, where 128x128 tiles leave more than a fifth of their waves idle and 128x96 tiles (padding idle) fill
+    them: one tile-row beside N = 12288 (96 tiles of 128x128, 128 of 128x96), same rounds on an H100, the cooperative
+    128x96 against the listed 128x128 read 1.237 against 1.180 (K = 256) and 1.160 against 1.095 (K = 512) of best
+    NVIDIA back to back, 0.930 against 0.887 and 0.956 against 0.894 in server mode, ahead of hopper_raw's 128x128
+    and 128x64 too (docs/benchmarks/data/short_k_96_fill_h100_2026-11-28_f3fcd89.json). Only in this operand order
+    (with the long side on wgmma's M it was not timed at short K) and on grids of up to two waves of 128x96 (two
+    tile-rows beside 12288 are not timed; beyond, more epilogues a wave may cost what the fill gains)."""
+    m, n, k = shape
+
+    def fill(tn: int) -> float:
+        gm, gn = ceil_div(m, 128), ceil_div(n, tn)
+        return pricing.wave_fill(gm * gn, sms) * m * n / (gm * 128 * gn * tn)
+
+    within_two_waves = ceil_div(m, 128) * ceil_div(n, 96) <= 2 * sms
+    return 256 <= k <= 512 and within_two_waves and fill(128) < WAVE_FILL <= fill(96)
 
 
 def _wave_filling_tile(shape: tuple[int, int, int], base: dict[str, Any],
