@@ -39,8 +39,8 @@ def deviation_bound(devs: dict[str, float], max_abs_ref: float, k: int = 0) -> f
 def accuracy_verdict(rc: dict, devs: dict[str, dict], acc16: bool, k: int = 0) -> tuple[bool, str, dict]:
     """Whether a candidate's output `rc` (a Reference.compare) is as accurate as the same-class baselines' on the
     same inputs (`devs`: name -> their compare). fp32 class: max |C - ref| within 5% of the largest baseline's, with
-    the rounding floor. fp16 class: RMS within 5% of the largest baseline RMS, and max within 1.5x. No baseline: NaN
-    bounds, which refuse."""
+    the rounding floor of a `k`-long product (buffers.rounding_floor). fp16 class: RMS within 5% of the largest
+    baseline RMS, and max within 1.5x. No baseline: NaN bounds, which refuse."""
     bad = rc["nonfinite"] != 0
     dev = float("inf") if bad else rc["max_abs_diff"]
     bound = deviation_bound({name: v["max_abs_diff"] for name, v in devs.items()}, rc["max_abs_ref"], k)
