@@ -633,6 +633,17 @@ def test_cost_model_prices_the_batched_sum():
     assert math.isfinite(t[4]) and t[4] < plain and t[4] < t[8]
 
 
+@pytest.mark.parametrize("shape,swap", [((2048, 384, 8192), False), ((1536, 512, 8192), True)])
+def test_cost_model_prices_two_slices_of_128x96_ahead_of_four_of_128x192(shape, swap):
+    """Both fill one wave with 128 CTAs; 128x96 in two slices read 7.5-9.5% faster back to back (H100, same rounds):
+    half the partials to write and sum, and no lower efficiency for the narrower tile on a one-wave split. At
+    K = 12288 (384x2048, 768x1024) the model still has four slices ahead, by 1% (twice the k-tiles a CTA walks)."""
+    base = next(p for p in priors.priors("hopper_wgmma", shape, "fp32", "sm_90a") if p["scheduler"] == "batched")
+    two = dict(base, tile_m=128, tile_n=96, splits=2, swap_ab=swap, cluster_m=1, cluster_n=1)
+    four = dict(two, tile_n=192, splits=4)
+    assert costmodel.estimate_us("hopper_wgmma", two, shape) < costmodel.estimate_us("hopper_wgmma", four, shape)
+
+
 @pytest.mark.parametrize("shape,first", [((128, 12288, 512), (128, 96)), ((128, 12288, 256), (128, 96)),
                                          ((256, 12288, 512), (128, 96)),
                                          ((128, 12288, 64), (128, 128)),  # one k-block: not timed
@@ -647,14 +658,17 @@ def test_short_k_starts_with_a_96_wide_tile_where_it_fills_the_sms(shape, first)
     assert get("hopper_wgmma").feasible(p, shape, "sm_90a") == (True, "")
 
 
-@pytest.mark.parametrize("shape", [(2048, 384, 8192), (256, 2048, 16384), (1024, 256, 8192)])
-def test_cost_model_prices_a_batched_split_alone_ahead_of_it_in_clusters(shape):
+@pytest.mark.parametrize("shape,strict", [((2048, 384, 8192), True), ((256, 2048, 16384), True),
+                                          ((1024, 256, 8192), False)])
+def test_cost_model_prices_a_batched_split_alone_ahead_of_it_in_clusters(shape, strict):
     """The same batched split alone, in 1x2 and in 2x1 clusters read 1 : 0.98 : 0.93 back to back (geomeans over
-    twelve tile-shape pairs in the same rounds, H100); the model ranks them so."""
+    twelve tile-shape pairs in the same rounds, H100); the model ranks them so, or ties them where it has the split
+    bound by DRAM (1024x256x8192's eight slices)."""
     base = next(p for p in priors.priors("hopper_wgmma", shape, "fp32", "sm_90a") if p["scheduler"] == "batched")
     t = {c: costmodel.estimate_us("hopper_wgmma", dict(base, cluster_m=c[0], cluster_n=c[1]), shape)
          for c in ((1, 1), (1, 2), (2, 1))}
-    assert t[(1, 1)] < t[(1, 2)] < t[(2, 1)]
+    assert t[(1, 1)] <= t[(1, 2)] <= t[(2, 1)]
+    assert (t[(1, 1)] < t[(1, 2)] < t[(2, 1)]) == strict
 
 
 @pytest.mark.parametrize("shape,tile", [((128, 4096, 128), (64, 64, 64)), ((1024, 2048, 64), (128, 128, 64)),

@@ -590,6 +590,8 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     tiles = gm * gn
     coop = p["schedule"] == "cooperative"
     eff = pricing.WGMMA_TILE_EFF.get((tm, tn), 0.7)
+    if p["scheduler"] == "batched" and tiles * p["splits"] <= sms and tm == 128 and tn >= 96:
+        eff = max(eff, pricing.ONE_WAVE_SPLIT_EFF)
     if not coop and (tm, tn) in ((128, 128), (64, 256), (128, 192)):
         eff *= 1.02  # ping-pong overlaps one warpgroup's epilogue with the other's mainloop
     if p["b_operand"] == "row":
@@ -626,6 +628,8 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
         units = tiles * p["splits"]
         waves_factor = ceil_div(units, sms) * sms / units
         fix = pricing.SLICE_SUM_US + 1e6 * (p["splits"] * 4.0 + 2.0) * m * n / pricing.L2_BW
+        # the slices' fp32 partials leave the SMs at the end of each CTA's run, in a one-wave grid all at once
+        fix += 1e6 * p["splits"] * 4.0 * m * n / pricing.DRAM_BW
     else:
         units = tiles
         waves_factor = ceil_div(tiles, sms) * sms / tiles if tiles > sms else 1.0

@@ -29,6 +29,13 @@ SLICE_SUM_US = 0.8  # batched split-K: the summing kernel, launched early (PDL),
 # 0.93 back to back and 0.92 in server mode (geomeans, 0.81-1.00), 1x2 0.98 and 0.97 (0.90-1.11, ahead on one of
 # twelve); an H200 probe (skinny_wgmma_clusters_h200_2026-11-26_e94d93b.json) had the best cluster at -4.2% to +0.7%.
 BATCHED_CLUSTER_PRICE = {(2, 1): 0.93, (1, 2): 0.975}
+# A one-wave batched split of 128-row tiles from 96 wide: every CTA runs one long K slice, and the narrow tile's lower
+# efficiency on big grids does not show. 128x96 in two slices read 7.5-9.5% faster than 128x192 in four at the same
+# CTA count (H100, four shapes, the file above; the first on six of seven in wgmma_wave_split_h200_2026-11-27_a897fc4
+# .json). Priced at this tile efficiency, with the partials' write at DRAM speed (hopper_wgmma.estimate_us), the
+# model's Spearman over the 14 probe files with batched splits rose from 6.57 to 8.00 (summed) and its first picks
+# from 1.116 to 1.065 of the fastest's time (mean); worse on one file, by 0.01 of Spearman.
+ONE_WAVE_SPLIT_EFF = 0.95
 KTILE_LATENCY_US = 0.12  # serial cost of one main-loop iteration that the pipeline cannot hide
 # Stream-K without a split on a grid at the power limit (>= 2^36 FLOP), against the best persistent CUTLASS config of
 # the same shape (two campaigns, H200): 0.89-0.92 on one wave, 0.95-0.98 at 2.9 waves, 0.98 at 3.9, 0.99-1.00 at
