@@ -36,7 +36,7 @@ def _stats(torch, c16, ref):
     d = torch.where(fin, d, torch.zeros_like(d))
     # "excess": how far the worst element lies beyond half an ulp of its own reference value, i.e. the part of the
     # error that rounding to fp16 does not explain (both sides' fp32 summation error); "max_abs_ref" gives the
-    # deviation check's rounding floor, half an ulp at the largest |reference|.
+    # deviation check's rounding floor (evaluator.buffers.rounding_floor).
     return {"max": d.abs().max().item(), "rms": d.square().mean().sqrt().item(), "mean": d.mean().item(),
             "nonfinite": int((~fin).sum().item()), "max_abs_ref": ref.abs().max().item(),
             "excess": (d.abs() - _half_ulp(torch, ref)).max().item()}
@@ -153,12 +153,13 @@ def _report_floor(shape, rows, baselines) -> None:
     beyond 1.05x the larger of the largest baseline max and the rounding floor, and its error beyond its own
     elements' half ulp, which the floor's summation slack must cover (evaluator.buffers.SUMMATION_SLACK)."""
     from evaluator.buffers import rounding_floor
-    from evaluator.checks import DEVIATION_HEADROOM
+    from evaluator.checks import DEVIATION_HEADROOM, deviation_bound
 
-    draws, k = sorted({r["draw"] for r in rows}), shape[2]
-    bound = {d: max([r["max"] for r in rows if r["draw"] == d and r.get("baseline")] +
-                    [rounding_floor(r["max_abs_ref"], k) for r in rows if r["draw"] == d and "excess" in r])
-             for d in draws}
+    k = shape[2]
+    kernels = [r for r in rows if "excess" in r]  # one reference a draw: every kernel row holds its max |ref|
+    bound = {r["draw"]: deviation_bound({q["name"]: q["max"] for q in kernels
+                                         if q["draw"] == r["draw"] and q["baseline"]}, r["max_abs_ref"], k)
+             for r in kernels}
     print(f"{'x'.join(map(str, shape))}: against the bound; beyond 1.05x / draws, ratio max, excess beyond half an ulp")
     for name in sorted({r["name"] for r in rows}, key=lambda x: (x not in baselines, x)):
         mine = [r for r in rows if r["name"] == name]

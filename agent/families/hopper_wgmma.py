@@ -476,6 +476,16 @@ def _wave_split(shape: tuple[int, int, int], sms: int = 132) -> tuple[int, bool,
     return max(picks)[1] if picks else None
 
 
+def _grid_fill(shape: tuple[int, int, int], tm: int, tn: int, swap: bool, sms: int, padding_idle: bool = True) -> float:
+    """The share of its waves that a grid of tm x tn tiles keeps busy (pricing.wave_fill), times the share of the
+    tiles' area inside the output where the padding counts as idle."""
+    m, n, _ = shape
+    pm, pn = (n, m) if swap else (m, n)
+    gm, gn = ceil_div(pm, tm), ceil_div(pn, tn)
+    useful = pm * pn / (gm * tm * gn * tn) if padding_idle else 1.0
+    return pricing.wave_fill(gm * gn, sms) * useful
+
+
 def _short_k_96_fills(shape: tuple[int, int, int], sms: int) -> bool:
     """K = 256-512, where 128x128 tiles leave more than a fifth of their waves idle and 128x96 tiles (padding idle) fill
     them: one tile-row beside N = 12288 (96 tiles of 128x128, 128 of 128x96), same rounds on an H100, the cooperative
@@ -484,14 +494,9 @@ def _short_k_96_fills(shape: tuple[int, int, int], sms: int) -> bool:
     and 128x64 too (docs/benchmarks/data/short_k_96_fill_h100_2026-11-28_f3fcd89.json). Only in this operand order
     (with the long side on wgmma's M it was not timed at short K) and on grids of up to two waves of 128x96 (two
     tile-rows beside 12288 are not timed; beyond, more epilogues a wave may cost what the fill gains)."""
-    m, n, k = shape
-
-    def fill(tn: int) -> float:
-        gm, gn = ceil_div(m, 128), ceil_div(n, tn)
-        return pricing.wave_fill(gm * gn, sms) * m * n / (gm * 128 * gn * tn)
-
-    within_two_waves = ceil_div(m, 128) * ceil_div(n, 96) <= 2 * sms
-    return 256 <= k <= 512 and within_two_waves and fill(128) < WAVE_FILL <= fill(96)
+    within_two_waves = _tiles(shape, 128, 96, False) <= 2 * sms
+    return (256 <= shape[2] <= 512 and within_two_waves
+            and _grid_fill(shape, 128, 128, False, sms) < WAVE_FILL <= _grid_fill(shape, 128, 96, False, sms))
 
 
 def _wave_filling_tile(shape: tuple[int, int, int], base: dict[str, Any],
@@ -507,11 +512,8 @@ def _wave_filling_tile(shape: tuple[int, int, int], base: dict[str, Any],
     m, n, k = shape
 
     def fill(tm: int, tn: int, swap: bool) -> float:
-        pm, pn = (n, m) if swap else (m, n)
-        gm, gn = ceil_div(pm, tm), ceil_div(pn, tn)
         # the 192- and 96-wide tiles count their padding as idle, or 128x192 would "fill" a 256 side with two tiles
-        useful = pm * pn / (gm * tm * gn * tn) if tn in (96, 192) else 1.0
-        return pricing.wave_fill(gm * gn, sms) * useful
+        return _grid_fill(shape, tm, tn, swap, sms, padding_idle=tn in (96, 192))
 
     if fill(base["tile_m"], base["tile_n"], base["swap_ab"]) >= WAVE_FILL:
         return None
