@@ -644,17 +644,19 @@ def test_cost_model_prices_two_slices_of_128x96_ahead_of_four_of_128x192(shape, 
     assert costmodel.estimate_us("hopper_wgmma", two, shape) < costmodel.estimate_us("hopper_wgmma", four, shape)
 
 
-@pytest.mark.parametrize("shape,first", [((128, 12288, 512), (128, 96)), ((128, 12288, 256), (128, 96)),
-                                         ((256, 12288, 512), (128, 96)),
-                                         ((128, 12288, 64), (128, 128)),  # one k-block: not timed
-                                         ((128, 16384, 512), (128, 128)),  # 128x128 fills the SMs already
-                                         ((12288, 128, 512), (128, 128)),  # the other operand order: not timed
-                                         ((5760, 1152, 320), (128, 128))])  # beyond two waves of 128x96
+@pytest.mark.parametrize("shape,first", [((128, 12288, 512), (128, 96, False)), ((128, 12288, 256), (128, 96, False)),
+                                         ((256, 12288, 512), (128, 96, False)),
+                                         ((12288, 128, 512), (128, 96, True)),  # the short side on the 128 rows
+                                         ((12288, 256, 256), (128, 96, True)),
+                                         ((128, 12288, 64), (128, 128, False)),  # one k-block: not timed
+                                         ((128, 16384, 512), (128, 128, False)),  # 128x128 fills the SMs already
+                                         ((5760, 1152, 320), (128, 128, False))])  # beyond two waves of 128x96
 def test_short_k_starts_with_a_96_wide_tile_where_it_fills_the_sms(shape, first):
     """K = 256-512: where 128x128 tiles leave a fifth of the SMs idle and 128x96 fills them, the cooperative 128x96
-    goes first (one tile-row beside 12288: +5-7% back to back and in server mode, H100)."""
+    with the short side on its 128 rows goes first (one and two tile-rows beside 12288, either operand order: +2-14%
+    back to back and +5-15% in server mode against 128x128, H100 and H200)."""
     p = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[0]
-    assert (p["tile_m"], p["tile_n"]) == first and not p["swap_ab"]
+    assert (p["tile_m"], p["tile_n"], p["swap_ab"]) == first
     assert get("hopper_wgmma").feasible(p, shape, "sm_90a") == (True, "")
 
 
@@ -1512,3 +1514,12 @@ def test_the_python_tile_order_is_the_templates_and_visits_every_tile_once():
                  "const int rows = min(GROUP, tiles_m - first);", "const int r = t - first * tiles_n;",
                  "tm = first + r % rows;", "tn = r / rows;"):
         assert line in body, line  # the order _tile_order spells; change both together
+
+
+@pytest.mark.parametrize("shape", [(128, 5120, 8192), (384, 2048, 8192), (320, 1536, 4096), (256, 2560, 12288)])
+def test_the_first_batch_of_thin_long_k_outputs_holds_no_stream_k(shape):
+    """On 10-40 tiles CUTLASS stream-K cuts each tile among many CTAs; priced without their partial sums meeting in
+    turn, it took two of the four slots and read 0.29-0.61 of best NVIDIA where this batch's read 0.54-0.98 (H200,
+    same rounds; docs/benchmarks/data/streamk_peer_first_batch_ab_h200_2026-11-28_d488305.json)."""
+    batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], n=4)
+    assert not [c for c in batch if c.params.get("scheduler") == "streamk"]

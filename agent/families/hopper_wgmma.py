@@ -346,8 +346,8 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
         wide_epilogue = dict(pp, swap_ab=n > m, epi_n=64)
         out = ([wide_epilogue, pp, coop] if m * n >= 2 ** 23 else [coop, pp]) + [
             plain(tile_m=64, tile_n=128, schedule="pingpong", swap_ab=False)] + out
-        if _short_k_96_fills(shape, sms):
-            out.insert(0, plain(tile_m=128, tile_n=96, schedule="cooperative", swap_ab=False))
+        if (swap := _short_k_96_fills(shape, sms)) is not None:
+            out.insert(0, plain(tile_m=128, tile_n=96, schedule="cooperative", swap_ab=swap))
     filling = []
     # a large shape whose base grid fits in one wave (a skinny side of 128-256) idles SMs just the same
     if k > 512 and (flop(shape) < LARGE_FLOP or tiles <= sms) and (fill := _wave_filling_tile(shape, base, sms)):
@@ -486,17 +486,21 @@ def _grid_fill(shape: tuple[int, int, int], tm: int, tn: int, swap: bool, sms: i
     return pricing.wave_fill(gm * gn, sms) * useful
 
 
-def _short_k_96_fills(shape: tuple[int, int, int], sms: int) -> bool:
-    """K = 256-512, where 128x128 tiles leave more than a fifth of their waves idle and 128x96 tiles (padding idle) fill
-    them: one tile-row beside N = 12288 (96 tiles of 128x128, 128 of 128x96), same rounds on an H100, the cooperative
-    128x96 against the listed 128x128 read 1.237 against 1.180 (K = 256) and 1.160 against 1.095 (K = 512) of best
-    NVIDIA back to back, 0.930 against 0.887 and 0.956 against 0.894 in server mode, ahead of hopper_raw's 128x128
-    and 128x64 too (docs/benchmarks/data/short_k_96_fill_h100_2026-11-28_f3fcd89.json). Only in this operand order
-    (with the long side on wgmma's M it was not timed at short K) and on grids of up to two waves of 128x96 (two
-    tile-rows beside 12288 are not timed; beyond, more epilogues a wave may cost what the fill gains)."""
-    within_two_waves = _tiles(shape, 128, 96, False) <= 2 * sms
-    return (256 <= shape[2] <= 512 and within_two_waves
-            and _grid_fill(shape, 128, 128, False, sms) < WAVE_FILL <= _grid_fill(shape, 128, 96, False, sms))
+def _short_k_96_fills(shape: tuple[int, int, int], sms: int) -> bool | None:
+    """K = 256-512, where 128x128 tiles leave more than a fifth of their waves idle and 128x96 tiles (padding idle)
+    fill them within two waves: the swap_ab that puts the short side on the tile's 128 rows, else None. Against the
+    listed 128x128, same rounds: one tile-row beside N = 12288 (128 tiles of 128x96 against 96) 1.237 against 1.180
+    (K = 256) and 1.160 against 1.095 (K = 512) of best NVIDIA back to back, 0.930 against 0.887 and 0.956 against
+    0.894 in server mode (H100, docs/benchmarks/data/short_k_96_fill_h100_2026-11-28_f3fcd89.json); two tile-rows
+    (256x12288x256 / 512) 1.111 / 1.111 against 1.013 / 0.967 and 0.854 / 0.866 against 0.774 / 0.758; the operands
+    the other way round (12288x128x256 / 512, 12288x256x512) 1.250 / 1.196 / 1.113 against 1.233 / 1.167 / 0.977 and
+    0.936 / 0.956 / 0.861 against 0.879 / 0.882 / 0.746, where 128x96 across the short side read 0.62-0.71 in server
+    mode (H200, docs/benchmarks/data/short_k_96_both_orders_h200_2026-11-28_d488305.json). Beyond two waves more
+    epilogues a wave may cost what the fill gains."""
+    swap = shape[0] > shape[1]
+    if not (256 <= shape[2] <= 512 and _tiles(shape, 128, 96, swap) <= 2 * sms):
+        return None
+    return swap if _grid_fill(shape, 128, 128, swap, sms) < WAVE_FILL <= _grid_fill(shape, 128, 96, swap, sms) else None
 
 
 def _wave_filling_tile(shape: tuple[int, int, int], base: dict[str, Any],
@@ -626,6 +630,9 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
         waves_factor = 1.0 / pricing.STREAMK_SHARED_SPEED if p["splits"] == 1 else ceil_div(units, sms) * sms / units
         fix = ((2.0 if (p["splits"] > 1 or tiles % sms) else 0.0)
                + pricing.STREAMK_SPLIT_US * p["splits"] * (p["splits"] > 1))
+        # the partial sums of a tile meet in turn, CTA after CTA, in every wave (pricing.STREAMK_PEER_PASSES)
+        peers = p["splits"] - 1 if p["splits"] > 1 else (sms / tiles - 1.0 if tiles < sms else 0.0)
+        fix += 1e6 * pricing.STREAMK_PEER_PASSES * 4.0 * tm * tn * peers * ceil_div(units, sms) / (pricing.L2_BW / sms)
     elif p["scheduler"] == "batched":
         units = tiles * p["splits"]
         waves_factor = ceil_div(units, sms) * sms / units

@@ -52,6 +52,15 @@ STREAMK_SPLIT_POWER = 0.05
 # priced it 1.33x too fast (geomean; 41 of 43 by 1.14-1.59x) and it read 0.58-0.85 of best NVIDIA. Its compute
 # time is divided by this speed there.
 STREAMK_SHARED_SPEED = 0.75
+# On fewer tiles than SMs, CUTLASS stream-K cuts every tile among about sms / tiles CTAs (with a split, among
+# `splits`), and their partial sums meet in turn: each further CTA reads the tile's running fp32 sum from the workspace
+# and writes it back, at one SM's share of L2 bandwidth, once per wave. Set on 222 probe rows of the wgmma family's
+# stream-K below 2^36 FLOP on 12-131 tiles or split (H200 and H100, every mode; docs/benchmarks/data): the model had
+# their time against the fastest player of the same rounds 1.30x too short on the unsplit rows and 1.49x on the split
+# ones (geomeans), 1.05x and 1.00x with these two passes. Where d488305's model had ranked stream-K second and third
+# in a first batch (five skinny and mid long-K shapes outside every sample), it read 0.29-0.61 of best NVIDIA and the
+# model's error was 1.98x, 1.25x with them (streamk_peer_first_batch_ab_h200_2026-11-28_d488305.json).
+STREAMK_PEER_PASSES = 2.0
 # grid=even (the fewest persistent CTAs that take the same waves) beside one CTA per SM, power-steady on three H200s
 # (three sweeps): hopper_raw +1.0/+1.4/+1.6% on 8192x2048x8192, +1.3/+1.4/+1.4% on 8192x4096x16384, +0.8% on
 # 4096x12288x16384 and 16384x12288x8192, 0.0% on 1024x12288x8192; CUTLASS persistent +0.8% and 0.0% there
