@@ -588,6 +588,14 @@ def _power_bound_priors(shape: tuple[int, int, int], base: dict[str, Any], ragge
     return out
 
 
+def ring_stages(p: dict[str, Any], arch: str) -> int:
+    """The operand ring's depth: the config's stages, or as many as fit beside the epilogue (stages=0)."""
+    if p["stages"]:
+        return p["stages"]
+    epi = max(EPILOGUE_SMEM_ESTIMATE, epilogue_smem(p)) * (2 if p["scheduler"] == "batched" else 1)
+    return (arch_limits(arch).smem_per_block - epi) // stage_bytes(p)
+
+
 def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> float:
     m, n, k = shape
     sms = pricing.arch_limits(arch).num_sms
@@ -647,12 +655,14 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     t_compute = padded / (pricing.WGMMA_PEAK * eff * busy) * waves_factor
     uniq = 2.0 * (m * k + n * k + m * n)
     t_mem = uniq / pricing.DRAM_BW
-    ktiles = ceil_div(k, tk) // (p["splits"] if p["scheduler"] != "persistent" and not streamk_at_power_limit
-                                 else 1)
+    sliced = p["scheduler"] != "persistent" and not streamk_at_power_limit
+    ktiles = ceil_div(k, pricing.CHAIN_BLOCK_K) // (p["splits"] if sliced else 1)
     # each SM still walks a wave's share of every k-tile in turn: an even split shortens no SM's chain
     even = p["scheduler"] == "streamk" and not streamk_at_power_limit
     t_chain = ktiles * 0.06e-6 * (1 if even else ceil_div(units, sms))
     stages_pen = 1.0 if p["stages"] == 0 else (1.03 if p["stages"] < 4 else 1.0)
+    if tk == 128:
+        stages_pen *= pricing.TK128_RING_PRICE.get(ring_stages(p, arch), 1.0)
     # wider swizzles keep more of A and B in L2; at the power limit every DRAM byte costs clock (16384x12288x8192,
     # 128x256, power-steady: swizzle 2 / 4 / 8 at 0.93 / 0.97 / 0.98 of cuBLASLt)
     raster_gain = {1: 1.0, 2: 0.98, 4: 0.96, 8: 0.95}[p["swizzle"]] if 2.0 * m * n * k > POWER_LIMIT_FLOP \

@@ -37,6 +37,14 @@ BATCHED_CLUSTER_PRICE = {(2, 1): 0.93, (1, 2): 0.975}
 # from 1.116 to 1.065 of the fastest's time (mean); worse on one file, by 0.01 of Spearman.
 ONE_WAVE_SPLIT_EFF = 0.95
 KTILE_LATENCY_US = 0.12  # serial cost of one main-loop iteration that the pipeline cannot hide
+# The wgmma family's main-loop chain counted in k-blocks of this depth whatever its tile_k, and a 128-deep k-tile priced
+# by its ring's depth (2 or 3 stages fit): counted per k-tile, a 128-deep tile halved the chain and led the search's
+# mutations (9 of 16 second-step proposals on four thin long-K grid shapes, each 4-18% slower than its 64-deep twin:
+# docs/benchmarks/data/tables/fp32_thin_long_k_grid_h200_2026-11-28_96e21fd.md). Over the probe files' 84 rows of
+# tile_k = 128 the model had their time against the fastest player 1.57x too short in rings of two stages and 1.25x in
+# rings of three (geomeans over 51 and 30 rows), 1.07x and 1.15x with these; the 64-deep rows are unchanged.
+CHAIN_BLOCK_K = 64
+TK128_RING_PRICE = {2: 1.6, 3: 1.25}
 # Stream-K without a split on a grid at the power limit (>= 2^36 FLOP), against the best persistent CUTLASS config of
 # the same shape (two campaigns, H200): 0.89-0.92 on one wave, 0.95-0.98 at 2.9 waves, 0.98 at 3.9, 0.99-1.00 at
 # 7.8, 0.98-1.02 at 11.6, 1.01-1.02 at 46.5. A tail wave costs clock, not time, at the power limit, so stream-K's
