@@ -1523,3 +1523,13 @@ def test_the_first_batch_of_thin_long_k_outputs_holds_no_stream_k(shape):
     same rounds; docs/benchmarks/data/streamk_peer_first_batch_ab_h200_2026-11-28_d488305.json)."""
     batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], n=4)
     assert not [c for c in batch if c.params.get("scheduler") == "streamk"]
+
+
+@pytest.mark.parametrize("shape", [(256, 12288, 256), (1024, 2048, 64), (12288, 128, 512)])
+def test_output_bound_first_batches_leave_the_small_family_out(shape):
+    """On 18 output-bound shapes timed beside the other families, `small`'s best read 0.31-0.74 of the fastest and
+    never led; it won none of the committed tables' output-bound rows. Launch-bound shapes keep it."""
+    assert priors.size_class(shape, "sm_90a") == "output_bound"
+    assert priors.family_shares(shape, "sm_90a")["small"] == 0
+    assert "small" not in {c.family for c in BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], n=4)}
+    assert priors.family_shares((64, 128, 1024), "sm_90a")["small"] > 0

@@ -128,8 +128,12 @@ SHORT = "sm"
 # shapes ampere_cute without split-K was as fast as or faster than this family (2.7-2.9 us against cuBLASLt's
 # ~3.0 us floor, H200) and split-K's second pass costs ~1.5 us there: hence the even split below 2^31 FLOP.
 # Mid shapes, M <= 64 streamed and skinny outputs of K >= 2048 on TMA's rows: none, as for ampere_cute (which says
-# why).
-SHARES = {"skinny_streamed": 0.0, "skinny_tma": 0.0, "skinny_long_k": 0.2, "output_bound": 0.3, "launch_bound": 0.5,
+# why). Output-bound shapes (up to 2^31 FLOP, outputs from 2^19 elements): none either. On the 18 such shapes that
+# committed probes timed it beside the other families (51 shape-modes, H200 and H100, docs/benchmarks/data) its best
+# read 0.31-0.74 of the fastest player (median 0.51-0.59 by mode) and never led, and it won none of the 193 output-bound
+# winner rows of the committed campaign tables, where ampere_cute won 149; its slot of a first batch went to a kernel
+# at half speed (256x12288x256: 0.36 of best NVIDIA beside wgmma's 1.11, H200).
+SHARES = {"skinny_streamed": 0.0, "skinny_tma": 0.0, "skinny_long_k": 0.2, "output_bound": 0.0, "launch_bound": 0.5,
           "mid_low": 0.0, "mid_high": 0.0, "large": 0.0}
 
 
