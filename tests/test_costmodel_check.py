@@ -112,13 +112,11 @@ def test_the_model_ranks_the_skinny_split_probes_as_well_as_when_it_was_set():
     assert statistics.geometric_mean(r["model_first_vs_fastest"] for r in rows) <= 1.08
 
 
-def _streamk_errors(max_tiles: int = 131) -> list[float]:
-    """Per probe row of the wgmma family's stream-K below 2^36 FLOP on at most `max_tiles` tiles (or split): the log of
-    (its measured time over the fastest player's of the same file, shape, mode and GPU) / (the model's)."""
+def _model_errors(keep) -> list[tuple[dict, float]]:
+    """Every committed probe row that `keep(row, shape)` selects, with the log of (its measured time over the fastest
+    player's of the same file, shape, mode and GPU) / (the model's ratio of the two)."""
     import json
     import math
-
-    from agent.families.hopper_wgmma import cta_grid
 
     groups: dict = {}
     for f in sorted((REPO / "docs/benchmarks/data").glob("*.json")):
@@ -131,14 +129,27 @@ def _streamk_errors(max_tiles: int = 131) -> list[float]:
         best = max(rows, key=lambda r: r["vs_best_nvidia"])
         t_best = estimate_us(best["family"], best["params"], shape)
         for r in rows:
-            p = r["params"]
-            if r["family"] != "hopper_wgmma" or p.get("scheduler") != "streamk" or 2 * math.prod(shape) >= 2 ** 36:
-                continue
-            gm, gn, _ = cta_grid(p, shape)
-            if gm * gn <= max_tiles or p["splits"] > 1:
-                measured = best["vs_best_nvidia"] / r["vs_best_nvidia"]
-                out.append(math.log(measured / (estimate_us("hopper_wgmma", p, shape) / t_best)))
+            if keep(r, shape):
+                model = estimate_us(r["family"], r["params"], shape) / t_best
+                out.append((r, math.log(best["vs_best_nvidia"] / r["vs_best_nvidia"] / model)))
     return out
+
+
+def _streamk_errors(max_tiles: int = 131) -> list[float]:
+    """The model's errors on the wgmma family's stream-K rows below 2^36 FLOP on at most `max_tiles` tiles (or
+    split)."""
+    import math
+
+    from agent.families.hopper_wgmma import cta_grid
+
+    def keep(r: dict, shape) -> bool:
+        p = r["params"]
+        if r["family"] != "hopper_wgmma" or p.get("scheduler") != "streamk" or 2 * math.prod(shape) >= 2 ** 36:
+            return False
+        gm, gn, _ = cta_grid(p, shape)
+        return gm * gn <= max_tiles or p["splits"] > 1
+
+    return [e for _, e in _model_errors(keep)]
 
 
 def test_the_model_prices_stream_k_where_its_tiles_are_cut_among_many_ctas():
@@ -159,27 +170,14 @@ def test_the_model_prices_a_128_deep_k_tile_by_its_ring():
     """A 128-deep k-tile leaves room for two or three stages; counted per k-tile its chain halved, the model had these
     rows 1.57x (two stages) and 1.25x (three) too fast against the fastest player, and the search spent 9 of 16
     second-step slots on them (each 4-18% slower than its 64-deep twin). Priced by ring depth: 1.07x and 1.15x."""
-    import json
     import math
     import statistics
 
     from agent.families import hopper_wgmma
 
-    groups: dict = {}
-    for f in sorted((REPO / "docs/benchmarks/data").glob("*.json")):
-        d = json.loads(f.read_text())
-        for r in d.get("results", []) if isinstance(d, dict) else []:
-            if isinstance(r, dict) and r.get("status") == "ok" and r.get("vs_best_nvidia") and r.get("params"):
-                groups.setdefault((f.name, tuple(r["shape"]), r.get("mode"), r.get("gpu_uuid")), []).append(r)
     by_depth: dict = {}
-    for (_, shape, _, _), rows in groups.items():
-        best = max(rows, key=lambda r: r["vs_best_nvidia"])
-        t_best = estimate_us(best["family"], best["params"], shape)
-        for r in rows:
-            if r["family"] == "hopper_wgmma" and r["params"].get("tile_k") == 128:
-                p = hopper_wgmma.validate(r["params"])
-                model = estimate_us(r["family"], p, shape) / t_best
-                err = math.log(best["vs_best_nvidia"] / r["vs_best_nvidia"] / model)
-                by_depth.setdefault(hopper_wgmma.ring_stages(p, "sm_90a"), []).append(err)
+    tk128 = _model_errors(lambda r, _: r["family"] == "hopper_wgmma" and r["params"].get("tile_k") == 128)
+    for r, err in tk128:
+        by_depth.setdefault(hopper_wgmma.ring_stages(hopper_wgmma.validate(r["params"]), "sm_90a"), []).append(err)
     assert len(by_depth[2]) >= 50 and len(by_depth[3]) >= 30
     assert math.exp(statistics.mean(by_depth[2])) < 1.12 and math.exp(statistics.mean(by_depth[3])) < 1.2
