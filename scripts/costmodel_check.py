@@ -87,6 +87,10 @@ def check_probe(path: Path, arch: str, mode: str) -> list[dict]:
         results = json.loads(Path(path).read_text())["results"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise SystemExit(f"{path} is not a probe file (JSON with a 'results' list): {e}")
+    if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+        # the older summaries keyed by shape and mode hold no configs to price
+        raise SystemExit(f"{path} is not a probe file: its 'results' is not a list of rows (family, params, shape, "
+                         "mode, vs_best_nvidia), as scripts/sweep_configs.py --together writes")
     groups: dict[tuple, list[tuple[float, float, str]]] = {}
     skipped: dict[tuple, int] = {}
     for r in results:

@@ -88,6 +88,11 @@ def test_a_json_file_that_is_no_probe_is_refused_with_a_reason(tmp_path):
     p = subprocess.run([sys.executable, "scripts/costmodel_check.py", str(tmp_path / "x.json")], cwd=REPO,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode != 0 and "is not a probe file" in p.stderr
+    # an older summary keyed by shape and mode (docs/benchmarks/data has a dozen): refused, not a traceback
+    summary = REPO / "docs/benchmarks/data/raw_deep_256x192_h100_2026-11-26_7cd9c0d.json"
+    p = subprocess.run([sys.executable, "scripts/costmodel_check.py", str(summary)], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0 and "not a list of rows" in p.stderr and "Traceback" not in p.stderr
 
 
 # Probes of skinny long-K outputs where the batched split, the cluster split and unsplit tiles meet (H200 and H100)
