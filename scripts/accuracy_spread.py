@@ -157,9 +157,9 @@ def _report_floor(shape, rows, baselines) -> None:
 
     k = shape[2]
     kernels = [r for r in rows if "excess" in r]  # one reference a draw: every kernel row holds its max |ref|
-    bound = {r["draw"]: deviation_bound({q["name"]: q["max"] for q in kernels
-                                         if q["draw"] == r["draw"] and q["baseline"]}, r["max_abs_ref"], k)
-             for r in kernels}
+    ref_max = {r["draw"]: r["max_abs_ref"] for r in kernels}
+    bound = {d: deviation_bound({q["name"]: q["max"] for q in kernels if q["draw"] == d and q["baseline"]}, ref, k)
+             for d, ref in ref_max.items()}
     print(f"{'x'.join(map(str, shape))}: against the bound; beyond 1.05x / draws, ratio max, excess beyond half an ulp")
     for name in sorted({r["name"] for r in rows}, key=lambda x: (x not in baselines, x)):
         mine = [r for r in rows if r["name"] == name]

@@ -1,6 +1,7 @@
 """scripts/costmodel_check.py: the cost model's ranking of a run's measured candidates, read from its archive."""
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -117,11 +118,10 @@ def test_the_model_ranks_the_skinny_split_probes_as_well_as_when_it_was_set():
     assert statistics.geometric_mean(r["model_first_vs_fastest"] for r in rows) <= 1.08
 
 
-def _model_errors(keep) -> list[tuple[dict, float]]:
-    """Every committed probe row that `keep(row, shape)` selects, with the log of (its measured time over the fastest
-    player's of the same file, shape, mode and GPU) / (the model's ratio of the two)."""
+@functools.lru_cache(maxsize=1)
+def _probe_groups() -> dict:
+    """Every committed probe row that timed a config, grouped by file, shape, mode and GPU (read once per process)."""
     import json
-    import math
 
     groups: dict = {}
     for f in sorted((REPO / "docs/benchmarks/data").glob("*.json")):
@@ -129,8 +129,16 @@ def _model_errors(keep) -> list[tuple[dict, float]]:
         for r in d.get("results", []) if isinstance(d, dict) else []:
             if isinstance(r, dict) and r.get("status") == "ok" and r.get("vs_best_nvidia") and r.get("params"):
                 groups.setdefault((f.name, tuple(r["shape"]), r.get("mode"), r.get("gpu_uuid")), []).append(r)
+    return groups
+
+
+def _model_errors(keep) -> list[tuple[dict, float]]:
+    """Every committed probe row that `keep(row, shape)` selects, with the log of (its measured time over the fastest
+    player's of the same file, shape, mode and GPU) / (the model's ratio of the two)."""
+    import math
+
     out = []
-    for (_, shape, _, _), rows in groups.items():
+    for (_, shape, _, _), rows in _probe_groups().items():
         best = max(rows, key=lambda r: r["vs_best_nvidia"])
         t_best = estimate_us(best["family"], best["params"], shape)
         for r in rows:

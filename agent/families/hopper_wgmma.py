@@ -69,6 +69,11 @@ def epilogue_smem(p: dict[str, Any]) -> int:
     return 2 * rows * p.get("epi_n", 0) * (4 if p["scheduler"] == "batched" else 2)
 
 
+def epilogue_reserve(p: dict[str, Any]) -> int:
+    """Shared memory kept beside the operand ring for the epilogue (twice over for the batched split's fp32 slices)."""
+    return max(EPILOGUE_SMEM_ESTIMATE, epilogue_smem(p)) * (2 if p["scheduler"] == "batched" else 1)
+
+
 def cta_grid(p: dict[str, Any], shape: tuple[int, int, int]) -> tuple[int, int, int]:
     """(CTAs along M, CTAs along N, swizzle in effect) as CUTLASS's sm90 tile schedulers lay out the grid
     (tile_scheduler_params.h): each side rounded up to the cluster, the swizzle capped by the grid's short side (8 needs
@@ -152,7 +157,7 @@ def _config_problem(p: dict[str, Any], lim) -> str:
     if p.get("epi_n") and p["tile_n"] % p["epi_n"]:
         return f"epi_n={p['epi_n']} does not divide tile_n={p['tile_n']}"
     sb = stage_bytes(p)
-    need = (max(p["stages"], 2)) * sb + max(EPILOGUE_SMEM_ESTIMATE, epilogue_smem(p)) * (2 if batched else 1)
+    need = (max(p["stages"], 2)) * sb + epilogue_reserve(p)
     if need > lim.smem_per_block:
         return f"{max(p['stages'], 2)} stages x {sb} B + epilogue > {lim.smem_per_block} B shared memory"
     return ""
@@ -346,7 +351,7 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
         wide_epilogue = dict(pp, swap_ab=n > m, epi_n=64)
         out = ([wide_epilogue, pp, coop] if m * n >= 2 ** 23 else [coop, pp]) + [
             plain(tile_m=64, tile_n=128, schedule="pingpong", swap_ab=False)] + out
-        if (swap := _short_k_96_fills(shape, sms)) is not None:
+        if (swap := _short_k_96_swap(shape, sms)) is not None:
             out.insert(0, plain(tile_m=128, tile_n=96, schedule="cooperative", swap_ab=swap))
     filling = []
     # a large shape whose base grid fits in one wave (a skinny side of 128-256) idles SMs just the same
@@ -486,7 +491,7 @@ def _grid_fill(shape: tuple[int, int, int], tm: int, tn: int, swap: bool, sms: i
     return pricing.wave_fill(gm * gn, sms) * useful
 
 
-def _short_k_96_fills(shape: tuple[int, int, int], sms: int) -> bool | None:
+def _short_k_96_swap(shape: tuple[int, int, int], sms: int) -> bool | None:
     """K = 256-512, where 128x128 tiles leave more than a fifth of their waves idle and 128x96 tiles (padding idle)
     fill them within two waves: the swap_ab that puts the short side on the tile's 128 rows, else None. Against the
     listed 128x128, same rounds: one tile-row beside N = 12288 (128 tiles of 128x96 against 96) 1.237 against 1.180
@@ -592,8 +597,7 @@ def ring_stages(p: dict[str, Any], arch: str) -> int:
     """The operand ring's depth: the config's stages, or as many as fit beside the epilogue (stages=0)."""
     if p["stages"]:
         return p["stages"]
-    epi = max(EPILOGUE_SMEM_ESTIMATE, epilogue_smem(p)) * (2 if p["scheduler"] == "batched" else 1)
-    return (arch_limits(arch).smem_per_block - epi) // stage_bytes(p)
+    return (arch_limits(arch).smem_per_block - epilogue_reserve(p)) // stage_bytes(p)
 
 
 def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> float:
