@@ -385,14 +385,34 @@ def _cluster_split_prior(shape: tuple[int, int, int], sms: int = 132) -> list[di
         return []
     m, n, k = shape
     tn = 64 if m <= 128 else 128
-    tiles, kb = ceil_div(m, 128) * ceil_div(n, tn), ceil_div(k, 64)
-    # clusters that all run at once hold at most `sms` CTAs (CLUSTER_FIT_132)
-    ck = max((c for c in range(2, CLUSTER_SPLIT_MAX_CK + 1) if _split_runs_at_once(tiles, kb, c, sms)), default=0)
-    if tiles * ck < CLUSTER_SPLIT_MIN_FILL * sms:
-        return []
-    base = {"tile_m": 128, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct", "cluster_k": ck}
-    p = _k_deep(base, ceil_div(kb, ck), DOMAIN["stages"])
-    return [p] if feasible(p, shape, "sm_90a")[0] else []
+    out = []
+    for tm in ((64, 128) if _spans_n(shape) else (128,)):
+        tiles, kb = ceil_div(m, tm) * ceil_div(n, tn), ceil_div(k, 64)
+        # clusters that all run at once hold at most `sms` CTAs (CLUSTER_FIT_132)
+        ck = max((c for c in range(2, CLUSTER_SPLIT_MAX_CK + 1) if _split_runs_at_once(tiles, kb, c, sms)), default=0)
+        if tiles * ck < CLUSTER_SPLIT_MIN_FILL * sms:
+            continue
+        base = {"tile_m": tm, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct", "cluster_k": ck}
+        p = _k_deep(base, ceil_div(kb, ck), DOMAIN["stages"])
+        if feasible(p, shape, "sm_90a")[0]:
+            out.append(p)
+    return out
+
+
+def _spans_n(shape: tuple[int, int, int]) -> bool:
+    """N = 128 on more than one tile-row: one 128-wide tile column holds all of N unpadded, so A is read once
+    whatever the tile's rows, and 64-row tiles reach the SMs with half the cluster 128-row ones need. Against the
+    128x128 split in the same rounds (H200, back to back / server): 4096x128x8192 64x128 over 2 CTAs 0.987 / 0.985 of
+    best NVIDIA where 128x128 over 3 read 0.886 / 0.937; 3072x128x12288 1.091 / 0.985 against 1.024 / 1.001 (over
+    4); 2048x128x8192 1.044 / 0.889 against 0.940 / 0.835 (over 5); 1536x128x16384, where 128x128 lists no split,
+    0.989 over 4 (1.075 over 3). Where the 64-row tiles are too many to split (5120 and 6144 x 128) the 128x128 split
+    stays alone; at N = 96 (padded to 128) 64x128 over 3 read 0.830 against 0.928
+    (docs/benchmarks/data/thin_long_k_64row_tiles_h200_2026-11-28_b3be6bd.json for the first two,
+    raw_a_spanning_tiles_h200_2026-11-28_b3be6bd.json for the rest). On five fresh shapes (2048-4096 x 128 x
+    12288-16384) it led the 128x128 split in 14 of 15 shape-modes, by up to 13%
+    (a_spanning_split_first_batch_h200_2026-11-28_b3be6bd.json). NVIDIA's pick on 4096x128x8192 is 64x64 tiles, 13
+    stages, one per SM (thin_long_k_ncu_h200_2026-11-28_b3be6bd/)."""
+    return shape[1] == 128 and shape[0] > 128
 
 
 # The share of a wave the 128x64 tile's grid must fill to follow the swapped streaming prior where N <= 64. Against the
