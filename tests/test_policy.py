@@ -1008,6 +1008,26 @@ def test_raw_cluster_split_prior_leads_where_no_tile_fills_the_sms(shape, split)
                                                              if c.family == "hopper_raw"}
 
 
+@pytest.mark.parametrize("shape,splits", [
+    ((4096, 128, 8192), [(64, 2), (128, 3)]),  # 64 tiles of 64x128 in clusters of 2 fill 128 SMs
+    ((2048, 128, 12288), [(64, 3), (128, 5)]),  # 32 tiles: clusters of 4 would not all fit (30), of 3 do
+    ((1024, 128, 16384), [(64, 5)]),  # 8 tiles of 128x128 fill too little whatever the cluster
+    ((6144, 128, 12288), [(128, 2)]),  # 96 tiles of 64x128 are too many to split; 128x128 stays
+    ((2048, 96, 12288), [(128, 5)]),  # N padded to the tile: no 64-row split
+    ((128, 4096, 12288), [(128, 2)]),  # one tile-row: the 128x64 split, unswapped
+])
+def test_raw_cluster_split_with_n_in_one_tile_column_lists_64_row_tiles_first(shape, splits):
+    """N = 128 on more than one tile-row: A is read once whatever the tile's rows, and 64-row tiles fill the SMs
+    with half the cluster, so the split lists 64x128 before 128x128 (hopper_raw._spans_n); each feasible, and the
+    first in the first batch."""
+    ps = [p for p in priors.priors("hopper_raw", shape, "fp32", "sm_90a") if p.get("cluster_k", 1) > 1]
+    assert [(p["tile_m"], p["cluster_k"]) for p in ps] == splits
+    assert all(get("hopper_raw").feasible(p, shape, "sm_90a") == (True, "") for p in ps)
+    batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 4)
+    assert canonical(normal_params("hopper_raw", ps[0])) in {canonical(c.params) for c in batch
+                                                             if c.family == "hopper_raw"}
+
+
 def test_raw_cluster_split_comes_after_a_tile_that_fills():
     """At K = 4096 an unsplit 128x64 that fills the SMs read faster than the split (256x4096, 4096x256); from 8192,
     where such a tile is listed, the split follows it."""
