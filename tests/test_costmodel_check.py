@@ -194,3 +194,22 @@ def test_the_model_prices_a_128_deep_k_tile_by_its_ring():
         by_depth.setdefault(hopper_wgmma.ring_stages(hopper_wgmma.validate(r["params"]), "sm_90a"), []).append(err)
     assert len(by_depth[2]) >= 50 and len(by_depth[3]) >= 30
     assert math.exp(statistics.mean(by_depth[2])) < 1.12 and math.exp(statistics.mean(by_depth[3])) < 1.2
+
+
+def test_the_model_prices_a_cluster_split_by_its_reduction():
+    """hopper_raw's K split over a cluster hands each further CTA's fp32 tile to the first after the mainloop: without
+    that term the model had these rows (outside the streaming tiles, which it priced within 1%) 1.125x too fast
+    against the fastest player (geomean over 384 rows), and ranked 128x128 over 3-5 CTAs ahead of 64x128 over 2-3 on
+    the N = 128 shapes where it read 6-27% slower (a_spanning_split_first_batch_h200_2026-11-28_b3be6bd.json)."""
+    import math
+    import statistics
+
+    from agent.families import hopper_raw
+
+    errs = [e for _, e in _model_errors(lambda r, s: r["family"] == "hopper_raw" and r["params"].get("cluster_k", 1) > 1
+                                        and not hopper_raw.streams(hopper_raw.kernel_shape(r["params"], s)))]
+    assert len(errs) >= 300
+    assert abs(statistics.mean(errs)) < math.log(1.05)
+    for shape in ((4096, 128, 8192), (2048, 128, 16384)):
+        wide, tall = hopper_raw._cluster_split_prior(shape)
+        assert estimate_us("hopper_raw", wide, shape) < estimate_us("hopper_raw", tall, shape)

@@ -955,6 +955,8 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     t_compute = 2.0 * tiles * tm * tn * k / (pricing.WGMMA_PEAK * eff * busy) * waves_factor
     t_mem = 2.0 * (m * k + n * k + m * n) / pricing.DRAM_BW
     t_chain = ceil_div(kblocks, ck) * 0.06e-6 * ceil_div(ctas, sms)
+    if ck > 1 and pricing.CLUSTER_HANDOFF_GBS and not streams(shape):
+        t_chain += (ck - 1) * tm * tn * 4 / (pricing.CLUSTER_HANDOFF_GBS * 1e9) * ceil_div(ctas, sms)
     # two stages of k64 leave the loads exposed: 256x192 with 2 measured 0.79-0.83 of cuBLASLt all eight times five
     # campaigns proposed it (three big shapes), where its 3-stage twin measured 0.96-1.05
     stages_pen = {2: 1.25, 3: 1.03}.get(p["stages"], 1.0)
