@@ -198,9 +198,9 @@ def test_the_model_prices_a_128_deep_k_tile_by_its_ring():
 
 def test_the_model_prices_a_cluster_split_by_its_reduction():
     """hopper_raw's K split over a cluster hands each further CTA's fp32 tile to the first after the mainloop: without
-    that term the model had these rows (outside the streaming tiles, which it priced within 1%) 1.125x too fast
+    that term the model had these rows (outside the streaming tiles) 1.125x too fast
     against the fastest player (geomean over 384 rows), and ranked 128x128 over 3-5 CTAs ahead of 64x128 over 2-3 on
-    the N = 128 shapes where it read 6-27% slower (a_spanning_split_first_batch_h200_2026-11-28_b3be6bd.json)."""
+    the N = 128 shapes where it read 4-13% slower back to back (a_spanning_split_first_batch_h200_2026-11-28_b3be6bd.json)."""
     import math
     import statistics
 

@@ -69,14 +69,16 @@ STREAMK_SHARED_SPEED = 0.75
 # in a first batch (five skinny and mid long-K shapes outside every sample), it read 0.29-0.61 of best NVIDIA and the
 # model's error was 1.98x, 1.25x with them (streamk_peer_first_batch_ab_h200_2026-11-28_d488305.json).
 STREAMK_PEER_PASSES = 2.0
-# hopper_raw's K split over a cluster, outside the 64-row streaming tiles (priced within 1% without it): after its
-# mainloop each further CTA of the cluster hands its fp32 tile to the first, priced at this rate (GB/s, once per
-# wave). A fitted rate, not distributed shared memory's bandwidth: it carries the cluster's barriers and the serial
-# sum. Set on 384 probe rows (H200 and H100, every mode; docs/benchmarks/data, scripts/costmodel_check.py): the
-# model had their time against the fastest player 1.125x too short (geomean), 1.02x with it, and ranked 128x128
-# over 3-5 CTAs ahead of 64x128 over 2-3 where it read 6-27% slower (hopper_raw._spans_n). Over the 17 probe files
-# with such rows the summed Spearman rose 6.27 -> 6.63 and the first pick went 1.097 -> 1.088 of the fastest (one
-# file worse, 1.089 -> 1.118: on 256x4096x12288 a wgmma tile priced next read 1.45)
+# hopper_raw's K split over a cluster: after its mainloop each further CTA of the cluster hands its fp32 tile to the
+# first, priced at this rate (GB/s, once per wave). A fitted rate, not distributed shared memory's bandwidth: it
+# carries the cluster's barriers and the serial sum. Set on 384 probe rows outside the 64-row streaming tiles (H200
+# and H100, every mode; docs/benchmarks/data, scripts/costmodel_check.py): the model had their time against the
+# fastest player 1.125x too short (geomean), 1.02x with it, and ranked 128x128 over 3-5 CTAs ahead of 64x128 over
+# 2-3 where it read 4-13% slower back to back (hopper_raw._spans_n). Over the 17 probe files with such rows the
+# summed Spearman rose 6.27 -> 6.63 and the first pick went 1.097 -> 1.088 of the fastest (one file worse, 1.089 ->
+# 1.118: on 256x4096x12288 a wgmma tile priced next read 1.45). Not on the streaming tiles (87 rows, 1.11x without
+# it, 0.98x with): there it moved the search of M <= 64 onto rings of 84-112 KB, which measured 2-15% slower
+# (hopper_raw.STREAMING_DOMAIN); their ring and split are priced by STREAM_INFLIGHT_BYTES, fitted without it
 CLUSTER_HANDOFF_GBS = 30.0
 # grid=even (the fewest persistent CTAs that take the same waves) beside one CTA per SM, power-steady on three H200s
 # (three sweeps): hopper_raw +1.0/+1.4/+1.6% on 8192x2048x8192, +1.3/+1.4/+1.4% on 8192x4096x16384, +0.8% on
