@@ -50,6 +50,15 @@ json.dump(out, sys.stdout)
 """
 
 
+def tree_at(rev: str, into: Path) -> Path:
+    """The repository's files at git revision `rev`, unpacked into `into`."""
+    archive = subprocess.run(["git", "archive", rev], cwd=REPO, capture_output=True, check=False)
+    if archive.returncode:
+        raise SystemExit(f"git archive {rev} failed: {archive.stderr.decode()[-500:]}")
+    subprocess.run(["tar", "x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
 def dump(tree: Path, families: list[str], n_random: int, seed: int, kept: bool = False) -> dict[tuple, dict]:
     env = dict(os.environ, PYTHONPATH=str(tree))
     code = DUMP.format(grid=list(GRID))
@@ -91,11 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     families = a.families.split(",")
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "archive", a.rev], cwd=REPO, capture_output=True, check=False)
-        if archive.returncode:
-            raise SystemExit(f"git archive {a.rev} failed: {archive.stderr.decode()[-500:]}")
-        subprocess.run(["tar", "x", "-C", tmp], input=archive.stdout, check=True)
-        old = dump(Path(tmp), families, a.random, a.seed, a.feasible)
+        old = dump(tree_at(a.rev, Path(tmp)), families, a.random, a.seed, a.feasible)
     new = dump(REPO, families, a.random, a.seed, a.feasible)
     grid = {s for s in new if all(x in GRID for x in s)}
     held = samples()
