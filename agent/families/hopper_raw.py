@@ -21,7 +21,8 @@ NEEDS_CUTLASS = True
 
 DOMAIN: dict[str, tuple] = {
     # two consumer warpgroups of tile_m/2 rows, one or two m64 wgmma atoms each; at 64 rows both take every row and
-    # half the columns each (sweeps and priors only: _wave_filling_priors from M = 512, _streaming_priors to M = 64)
+    # half the columns each (sweeps and priors only: _wave_filling_priors from M = 512, _streaming_priors to M = 64,
+    # _cluster_split_prior where N = 128)
     "tile_m": (64, 128, 256),
     # 32: a 64-row tile only (each consumer an m64n16 atom), for M <= 64, where NVIDIA streams B through one kernel of
     # 64 CTAs of 32 columns (docs/benchmarks/data/dev_ncu_h100_2026-11-26_a1259ae/summary.md); sweeps and priors only
