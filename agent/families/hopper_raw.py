@@ -34,8 +34,9 @@ DOMAIN: dict[str, tuple] = {
     # CTAs along M per cluster: 2 share each B tile, each CTA loading half and multicasting it (TMA) to both
     "cluster_m": (1, 2),
     # CTAs along K per cluster: each multiplies a K-slice of the same tile, and the fp32 partials are summed through
-    # distributed shared memory (one work unit per cluster): split-K without a workspace or a second kernel. For
-    # sweeps and the 64-row tiles of M <= 64 (_streaming_priors) only: on seven skinny long-K shapes with 128-row
+    # distributed shared memory (one work unit per cluster): split-K without a workspace or a second kernel. Not
+    # searched: sweeps, the 64-row tiles of M <= 64 (_streaming_priors) and skinny long-K outputs
+    # (_cluster_split_prior) start from it. On seven skinny long-K shapes with 128-row
     # tiles (H200, back to back) its best read 0.85-0.98 of best NVIDIA (ahead of
     # the wgmma family's first prior on 128x4096x8192 and 256x4096x8192, behind it on 256x2048x16384 and
     # 512x1024x8192). Sizes that fill more SMs than a power of two helped: 128x2048x12288 0.981 with
