@@ -16,15 +16,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import random
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from prior_diff import GRID, REPO, samples, tree_at  # noqa: E402
+from prior_diff import GRID, REPO, json_in_tree, samples, tree_at  # noqa: E402
 
 BATCH = """
 import json, sys
@@ -38,12 +36,7 @@ json.dump(out, sys.stdout)
 
 
 def batches(tree: Path, shapes: list[tuple]) -> list[list]:
-    env = dict(os.environ, PYTHONPATH=str(tree), HF_HUB_OFFLINE="1")
-    p = subprocess.run([sys.executable, "-c", BATCH], cwd=tree, env=env, input=json.dumps(shapes),
-                       capture_output=True, text=True, check=False)
-    if p.returncode:
-        raise SystemExit(f"proposing the first batches at {tree} failed:\n{p.stderr[-2000:]}")
-    return json.loads(p.stdout)
+    return json_in_tree(tree, BATCH, [], "proposing the first batches", stdin=json.dumps(shapes))
 
 
 def spec_for(shape: tuple, old: list, new: list) -> list[dict]:

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -59,14 +60,21 @@ def tree_at(rev: str, into: Path) -> Path:
     return into
 
 
-def dump(tree: Path, families: list[str], n_random: int, seed: int, kept: bool = False) -> dict[tuple, dict]:
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    code = DUMP.format(grid=list(GRID))
-    p = subprocess.run([sys.executable, "-c", code, ",".join(families), str(n_random), str(seed), str(int(kept))],
-                       cwd=tree, env=env, capture_output=True, text=True, check=False)
+def json_in_tree(tree: Path, code: str, args: list[str], what: str, stdin: str = "") -> Any:
+    """What `code`, run by this Python with `tree` first on its path, prints as JSON; `what` names the work when it
+    fails."""
+    env = dict(os.environ, PYTHONPATH=str(tree), HF_HUB_OFFLINE="1")
+    p = subprocess.run([sys.executable, "-c", code, *args], cwd=tree, env=env, input=stdin, capture_output=True,
+                       text=True, check=False)
     if p.returncode:
-        raise SystemExit(f"listing the priors at {tree} failed:\n{p.stderr[-2000:]}")
-    return {tuple(s): d for s, d in json.loads(p.stdout)}
+        raise SystemExit(f"{what} at {tree} failed:\n{p.stderr[-2000:]}")
+    return json.loads(p.stdout)
+
+
+def dump(tree: Path, families: list[str], n_random: int, seed: int, kept: bool = False) -> dict[tuple, dict]:
+    listed = json_in_tree(tree, DUMP.format(grid=list(GRID)),
+                          [",".join(families), str(n_random), str(seed), str(int(kept))], "listing the priors")
+    return {tuple(s): d for s, d in listed}
 
 
 def short(p: dict) -> str:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -15,3 +16,8 @@ def load_script(name: str) -> ModuleType:
     sys.modules[name] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
     return mod
+
+
+def has_commit(rev: str) -> bool:
+    """Whether this checkout's history holds `rev` (a shallow clone may not)."""
+    return subprocess.run(["git", "cat-file", "-e", f"{rev}^{{commit}}"], cwd=REPO, capture_output=True).returncode == 0

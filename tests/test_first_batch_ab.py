@@ -3,21 +3,16 @@ same-rounds probe spec of both."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from script_module import REPO, load_script  # noqa: E402
+from script_module import has_commit, load_script  # noqa: E402
 
 
-def _has(rev: str) -> bool:
-    return subprocess.run(["git", "cat-file", "-e", f"{rev}^{{commit}}"], cwd=REPO, capture_output=True).returncode == 0
-
-
-@pytest.mark.skipif(not _has("b3be6bd"), reason="a shallow clone without the commit before the 64-row cluster split")
+@pytest.mark.skipif(not has_commit("b3be6bd"), reason="a shallow clone without the commit before the 64-row cluster split")
 def test_the_64_row_split_moves_one_batch_slot_and_the_spec_times_both(tmp_path, capsys):
     """At b3be6bd hopper_raw's slot on 4096x128x8192 held 128x128 over a 3-CTA cluster, now 64x128 over 2; the first
     batch of 512x2048x8192 did not move. The spec holds the shared slots once and both of the moved one."""

@@ -8,14 +8,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from script_module import REPO, load_script  # noqa: E402
+from script_module import REPO, has_commit, load_script  # noqa: E402
 
 
-def _has(rev: str) -> bool:
-    return subprocess.run(["git", "cat-file", "-e", f"{rev}^{{commit}}"], cwd=REPO, capture_output=True).returncode == 0
-
-
-@pytest.mark.skipif(not _has("HEAD"), reason="needs the project's git history")
+@pytest.mark.skipif(not has_commit("HEAD"), reason="needs the project's git history")
 def test_the_working_tree_against_its_own_head_changes_nothing_it_has_not_edited(capsys):
     dirty = subprocess.run(["git", "status", "--porcelain", "agent"], cwd=REPO, capture_output=True, text=True).stdout
     if dirty.strip():
@@ -25,7 +21,7 @@ def test_the_working_tree_against_its_own_head_changes_nothing_it_has_not_edited
     assert "0 of 1000 grid shapes and 0 of" in out and "0 of them in a sample" in out
 
 
-@pytest.mark.skipif(not _has("8f4336c"), reason="a shallow clone without the commit before the one-wave tiles")
+@pytest.mark.skipif(not has_commit("8f4336c"), reason="a shallow clone without the commit before the one-wave tiles")
 def test_the_one_wave_tiles_show_up_against_the_commit_before_them(capsys):
     load_script("prior_diff").main(["8f4336c", "--families", "hopper_wgmma", "--random", "0", "--show", "100"])
     out = capsys.readouterr().out
@@ -39,7 +35,7 @@ def test_an_unknown_revision_is_a_clear_error():
         load_script("prior_diff").main(["no-such-rev", "--random", "0"])
 
 
-@pytest.mark.skipif(not _has("920be5b"), reason="a shallow clone without the commit before the feasibility fixes")
+@pytest.mark.skipif(not has_commit("920be5b"), reason="a shallow clone without the commit before the feasibility fixes")
 def test_feasible_shows_the_priors_the_pool_dropped(capsys):
     """At 920be5b small's split variants carried the cluster prior's cluster_k: listed, never proposed."""
     load_script("prior_diff").main(["920be5b", "--families", "small", "--random", "0", "--first", "4", "--feasible",

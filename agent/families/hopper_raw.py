@@ -387,9 +387,9 @@ def _cluster_split_prior(shape: tuple[int, int, int], sms: int = 132) -> list[di
         return []
     m, n, k = shape
     tn = 64 if m <= 128 else 128
-    out = []
+    kb, out = ceil_div(k, 64), []
     for tm in ((64, 128) if _spans_n(shape) else (128,)):
-        tiles, kb = ceil_div(m, tm) * ceil_div(n, tn), ceil_div(k, 64)
+        tiles = ceil_div(m, tm) * ceil_div(n, tn)
         # clusters that all run at once hold at most `sms` CTAs (CLUSTER_FIT_132)
         ck = max((c for c in range(2, CLUSTER_SPLIT_MAX_CK + 1) if _split_runs_at_once(tiles, kb, c, sms)), default=0)
         if tiles * ck < CLUSTER_SPLIT_MIN_FILL * sms:
