@@ -213,3 +213,17 @@ def test_the_model_prices_a_cluster_split_by_its_reduction():
     for shape in ((4096, 128, 8192), (2048, 128, 16384)):
         wide, tall = hopper_raw._cluster_split_prior(shape)
         assert estimate_us("hopper_raw", wide, shape) < estimate_us("hopper_raw", tall, shape)
+
+
+def test_the_model_prices_the_batched_split_by_its_slices():
+    """The batched split's summing pass grows with its slices: without `pricing.SLICE_PASS_US` the model had these
+    rows' time against the fastest player 1.08x too short at 4 slices and 1.15x at 8 (920 probe rows)."""
+    import math
+    import statistics
+
+    by_slices: dict = {}
+    for r, err in _model_errors(lambda r, _: r["family"] == "hopper_wgmma" and r["params"].get("scheduler") == "batched"
+                                and r["params"].get("splits", 1) > 1):
+        by_slices.setdefault(r["params"]["splits"], []).append(err)
+    assert len(by_slices[4]) >= 300 and len(by_slices[8]) >= 100
+    assert all(abs(statistics.mean(by_slices[s])) < math.log(1.06) for s in (2, 4, 8))

@@ -648,7 +648,8 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     elif p["scheduler"] == "batched":
         units = tiles * p["splits"]
         waves_factor = ceil_div(units, sms) * sms / units
-        fix = pricing.SLICE_SUM_US + 1e6 * (p["splits"] * 4.0 + 2.0) * m * n / pricing.L2_BW
+        fix = (pricing.SLICE_SUM_US + pricing.SLICE_PASS_US * (p["splits"] - 2)
+               + 1e6 * (p["splits"] * 4.0 + 2.0) * m * n / pricing.L2_BW)
         # the slices' fp32 partials leave the SMs at the end of each CTA's run, in a one-wave grid all at once
         fix += 1e6 * p["splits"] * 4.0 * m * n / pricing.DRAM_BW
     else:

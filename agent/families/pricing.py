@@ -24,6 +24,13 @@ SPLITK_PASS_US = 1.5  # measured: split-K's partial write + last-CTA reduction o
 CLUSTER_REDUCE_US = 0.4  # the cluster split's reduction stays in distributed shared memory: no second pass
 STREAMK_SPLIT_US = 1.2  # CUTLASS stream-K split-K fixup, per split (H200: 2 splits +4.6 us, 4 splits +6.7 us)
 SLICE_SUM_US = 0.8  # batched split-K: the summing kernel, launched early (PDL), beyond its own memory traffic
+# and per slice beyond two: over 920 probe rows of the batched split (H200 and H100, every mode; docs/benchmarks/data,
+# scripts/costmodel_check.py) the model had their time against the fastest player 1.08x too short at 4 slices and
+# 1.15x at 8 (2 slices 0.98x); with this 1.05x and 1.04x (0.98x). Over the 18 probe files with such rows the summed
+# Spearman rose 10.47 -> 11.44 and the first pick went 1.054 -> 1.047 of the fastest (wgmma_wave_gap 1.115 -> 1.036,
+# where a 2-slice 128x160 tk128 split had ranked first and read 0.50; one file worse, raw_a_spanning_tiles 1.066 ->
+# 1.102)
+SLICE_PASS_US = 1.0
 # The wgmma family's batched split in a 2-CTA cluster against the same kernel alone, same rounds (H100, six skinny
 # long-K shapes, two tiles each, docs/benchmarks/data/wgmma_split_clusters_h100_2026-11-28_2fba83f.json): 2x1 read
 # 0.93 back to back and 0.92 in server mode (geomeans, 0.81-1.00), 1x2 0.98 and 0.97 (0.90-1.11, ahead on one of
