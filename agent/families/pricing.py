@@ -86,7 +86,7 @@ STREAMK_PEER_PASSES = 2.0
 # 1.118: on 256x4096x12288 a wgmma tile priced next read 1.45). Not on the streaming tiles (87 rows, 1.11x without
 # it, 0.98x with): there it moved the search of M <= 64 onto rings of 84-112 KB, which measured 2-15% slower
 # (hopper_raw.STREAMING_DOMAIN); their ring and split are priced by STREAM_INFLIGHT_BYTES, fitted without it
-CLUSTER_HANDOFF_GBS = 30.0
+CLUSTER_HANDOFF_GBS = 20.0  # 30 before the slice pass: the batched split, often the fastest player, now priced slower
 # grid=even (the fewest persistent CTAs that take the same waves) beside one CTA per SM, power-steady on three H200s
 # (three sweeps): hopper_raw +1.0/+1.4/+1.6% on 8192x2048x8192, +1.3/+1.4/+1.4% on 8192x4096x16384, +0.8% on
 # 4096x12288x16384 and 16384x12288x8192, 0.0% on 1024x12288x8192; CUTLASS persistent +0.8% and 0.0% there
