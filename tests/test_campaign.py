@@ -536,3 +536,60 @@ def test_mode_players_add_each_missing_familys_best_close_behind():
     assert [x.id for x in mode_players(ranked, 3)] == [1, 2, 3, 5, 7]  # small is too far behind
     assert [x.id for x in mode_players(ranked, 1)] == [1, 3, 5, 7]
     assert mode_players([], 3) == [] and [x.id for x in mode_players(ranked[:2], 3)] == [1, 2]
+
+
+class TwinSeam(TournamentSeam):
+    """TournamentSeam that also times a kernel rendered from a family (no `// variant:` tag) as the recorded WMMA
+    kernel."""
+
+    def evaluate(self, source, shape, **kw):
+        import dataclasses
+
+        from agent.campaign.archive import source_hash
+
+        if "// variant:" in source:
+            return super().evaluate(source, shape, **kw)
+        self._write({"op": "untagged", "hash": source_hash(source), "mode": kw["mode"], "rivals": kw.get("rivals")})
+        r = super().evaluate(source + "\n// variant: wgmma\n", shape, **kw)
+        return dataclasses.replace(r, source_hash=source_hash(source))
+
+
+class StreamingProposer(ScriptedProposer):
+    """ScriptedProposer whose kernels all claim the hand-written family's streaming config of an M = 64 shape."""
+
+    PARAMS = {"tile_m": 64, "tile_n": 64, "stages": 14, "cluster_k": 2, "group": 1, "acc": "fp32"}
+
+    def propose(self, context: ProposalContext, n: int) -> list[Proposal]:
+        return [Proposal(p.source, model=p.model, name=p.name, family="hopper_raw", params=dict(self.PARAMS))
+                for p in super().propose(context, n)]
+
+
+def test_server_mode_plays_the_leaders_cold_twin(tmp_path):
+    """Where a leader's family has a cold-call twin (hopper_raw: the L2 hint on the operand read once), server mode's
+    tournament evaluates it once in the search's mode, archives it under its leader and plays it beside them; the
+    search's own tournament does not."""
+    from agent.campaign.archive import Archive, source_hash
+    from agent.families import cold_twin, render
+
+    shape = (64, 4096, 8192)
+    cfg, summary, _ = campaign(tmp_path, [shape], budget=4, final_repeats=1, confirm_top=2,
+                               seam=TwinSeam(tmp_path / "calls.jsonl"), proposer=StreamingProposer)
+    assert not summary["failures"], summary["failures"]
+    nodes = [json.loads(line) for line in (cfg.run_dir / "transcript.jsonl").open()]
+    twin_params = cold_twin("hopper_raw", StreamingProposer.PARAMS, shape)
+    assert twin_params["l2_evict_first"] == "b"  # B (64 MiB) passes one 64-row tile-row
+    src = render("hopper_raw", twin_params, shape)
+    arch = Archive(cfg.run_dir / "archive.sqlite")
+    twin = arch.find_by_hash(GPU, "fp32", shape, source_hash(src))
+    assert twin is not None and twin.proposer == "cold-twin" and twin.params == twin_params
+    made = [n for n in nodes if n["node"] == "cold_twin"]
+    assert len(made) == 1 and made[0]["output"]["variant_id"] == twin.id  # both leaders share one twin
+    recs = log_records(tmp_path / "calls.jsonl")
+    # evaluated once, in the search's mode, before any tournament plays it
+    assert [(r["mode"], r["rivals"]) for r in recs if r["op"] == "untagged" and r["hash"] == twin.source_hash][:1] \
+        == [("offline", None)]
+    played = {r["mode"]: r["rivals"] for r in recs if r["op"] == "tournament"}
+    assert str(twin.id) in played["server"] and str(twin.id) not in played["offline"]
+    parent = arch.get(twin.parent)
+    assert parent.id == made[0]["input"]["of"] and parent.proposer != "cold-twin"
+    assert cold_twin(parent.family, parent.params, shape) == twin.params

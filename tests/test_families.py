@@ -249,6 +249,33 @@ def test_hopper_raw_l2_hint_keeps_earlier_identities_and_marks_only_the_named_co
         hopper_raw.validate(dict(RAW_OK, l2_evict_first="last"))
 
 
+def test_the_cold_twin_hints_the_operand_its_grid_reads_once():
+    """hopper_raw's cold-call twin puts evict_first on the operand of 32 MiB or more that one or two tiles across
+    read (A per tile column, B per tile row; in the kernel's own terms where it swaps them); a search timed in server
+    mode starts from twins, an offline one does not."""
+    from agent.families import cold_twin, pricing
+
+    assert pricing.read_once_operand(4096, 128, 12288, 64, 128) == "a"  # 96 MiB of A, one tile column
+    assert pricing.read_once_operand(2048, 256, 12288, 128, 128) == "a"  # two columns
+    assert pricing.read_once_operand(2048, 512, 12288, 128, 128) == ""  # four
+    assert pricing.read_once_operand(1024, 128, 12288, 64, 128) == ""  # 24 MiB: it stays in the L2
+    assert pricing.read_once_operand(64, 4096, 8192, 64, 64) == "b"
+    assert pricing.read_once_operand(256, 128, 262144, 128, 128) == "a"  # both qualify: the larger
+    split = {"tile_m": 64, "tile_n": 128, "stages": 9, "cluster_k": 2, "group": 1, "acc": "fp32"}
+    assert cold_twin("hopper_raw", split, (4096, 128, 12288))["l2_evict_first"] == "a"
+    assert cold_twin("hopper_raw", split, (1024, 128, 12288)) is None
+    assert cold_twin("hopper_raw", dict(split, l2_evict_first="b"), (4096, 128, 12288)) is None  # hinted already
+    swapped = {"tile_m": 64, "tile_n": 64, "stages": 14, "group": 1, "acc": "fp32", "swap_ab": True}
+    assert cold_twin("hopper_raw", swapped, (8192, 64, 8192))["l2_evict_first"] == "b"  # A, the kernel's B
+    assert cold_twin("hopper_wgmma", HOPPER_OK, (4096, 128, 12288)) is None  # no twin in that family
+    assert cold_twin("a model's own", {}, (4096, 128, 12288)) is None
+    for shape in ((4096, 128, 12288), (64, 4096, 8192), (8192, 64, 8192)):
+        offline, server = hopper_raw.priors(shape, "fp32"), hopper_raw.priors(shape, "fp32", mode="server")
+        assert [p.get("l2_evict_first", "none") for p in offline] == ["none"] * len(offline)
+        assert server == [cold_twin("hopper_raw", p, shape) or p for p in offline] != offline
+        assert all(hopper_raw.feasible(p, shape, "sm_90a")[0] for p in server)
+
+
 def test_pdl_is_an_sm90_launch_knob_that_keeps_earlier_identities():
     """pdl=False (the default) is left out of the canonical params: earlier candidates render the same source."""
     for mod, base in ((small, SMALL_OK), (ampere_cute, AMPERE_OK), (hopper_wgmma, HOPPER_OK)):

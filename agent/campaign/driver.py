@@ -40,6 +40,8 @@ from evaluator.record import BEST_NVIDIA, EvalResult
 from evaluator.session import GPUChoiceError, GPUSession
 
 SEED_PROPOSER = "seed:global-archive"
+TWIN_PROPOSER = "cold-twin"  # a leader's variant for a cold single call, played in COLD_MODE's tournament
+COLD_MODE = "server"
 FINAL_MODES = ("offline", "server")
 # Rounds of a tournament of leaders: each is a shuffled pass over every leader and baseline (power-steady on a big
 # shape: ~0.19 s a callable in the quick profile), and a leader's figure is its median per-round speedup.
@@ -245,7 +247,7 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
                  live: bool | None = None) -> dict[str, Any]:
     """Run or resume the campaign; returns a summary (per-shape outcomes, failures)."""
     from agent.campaign.archive import Archive, source_hash
-    from agent.families import current_source
+    from agent.families import cold_twin, current_source, render
     from agent.loop.budget import MAX_FAILED_STEPS, LoopBudget
     from agent.loop.shape_loop import ShapeLoop
     from agent.proposers.deadline import EndpointFatal
@@ -388,6 +390,32 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
             if not refused:
                 return
 
+    def cold_twins(shape: Shape, lead: list) -> list:
+        """The leaders' cold-call twins (`agent.families.cold_twin`) not among them, each evaluated in the search's
+        mode and archived (its parent the leader) before it joins them: a kernel tuned for one cold call may read a
+        little slower back to back, where the search ranked it, so the search alone would not play it."""
+        out: list = []
+        for v in lead:
+            q = cold_twin(v.family, v.params, shape) if v.family and v.params else None
+            if q is None:
+                continue
+            src = render(v.family, q, shape)
+            twin = archive.find_by_hash(gpu, acc, shape, source_hash(src))
+            if twin is None:
+                ahead.submit(src)
+                res = evaluate_for(shape)(src, shape, acc=acc)
+                if res.status in ("no_gpu", "error"):
+                    continue
+                twin = archive.get(archive.add(cfg.run, gpu, acc, shape, src, TWIN_PROPOSER, res, family=v.family,
+                                               params=q, step=None, parent=v.id))
+                transcript.append(thread=f"{gpu}|{acc}|{shape_str(shape)}", shape=shape, step=None, node="cold_twin",
+                                  input={"of": v.id, "params": q},
+                                  output={"variant_id": twin.id, "status": res.status,
+                                          "speedup": res.speedup("cublaslt-autotune-max") if res.ok else None})
+            if twin.result.ok and twin.id not in {x.id for x in lead + out}:
+                out.append(twin)
+        return out
+
     def mode_winner(shape: Shape, mode: str, best):
         """The leader that is fastest in `mode`: the search's winner where the mode is the search's own (or no
         tournament can be played), else the winner of one tournament timed in that mode of the top `confirm_top`
@@ -399,6 +427,8 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
         if known is not None:
             return archive.get(known["variant_id"]) or best
         lead = mode_players(archive.ranked(gpu, acc, shape), cfg.confirm_top)
+        if mode == COLD_MODE:
+            lead += cold_twins(shape, lead)
         if len(lead) < 2:
             return best
         res, figures = play(shape, lead, mode, "mode_tournament", BEST_NVIDIA)

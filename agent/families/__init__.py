@@ -100,10 +100,18 @@ def with_launch_knobs(family: str, params: dict[str, Any], arch: str, mode: str 
     return q if get(family).feasible(q, None, arch)[0] else {**params, **{k: False for k in knobs}}
 
 
+def cold_twin(family: str, params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, Any] | None:
+    """The family's variant of `params` for a cold single call (server mode), canonical, or None where the family
+    has none (its optional `cold_twin`) or is no registered family (a model's own kernel)."""
+    twin = getattr(_registry().get(family), "cold_twin", None)
+    q = twin(params, tuple(shape)) if twin else None
+    return normal_params(family, q) if q else None
+
+
 def needs_cutlass(family: str) -> bool:
     """Whether the family's sources include CUTLASS/CuTe headers (the compile needs cutlass_include_dirs())."""
     return bool(getattr(get(family), "NEEDS_CUTLASS", False))
 
 
-__all__ = ["ARCHS", "arch_limits", "candidate_name", "canonical", "cutlass_include_dirs", "families", "full_params",
-           "get", "names", "needs_cutlass", "normal_params", "render", "with_launch_knobs"]
+__all__ = ["ARCHS", "arch_limits", "candidate_name", "canonical", "cold_twin", "cutlass_include_dirs", "families",
+           "full_params", "get", "names", "needs_cutlass", "normal_params", "render", "with_launch_knobs"]

@@ -181,6 +181,26 @@ def b_outgrows_l2(shape: tuple[int, int, int]) -> bool:
     return outgrows_l2(2 * n * k)
 
 
+# A cold single call (server mode) finds in the L2 what was written last: the operands just refilled, or in a
+# server the previous kernel's output, dirty. Reading an operand that the grid passes over once evicts that at the
+# default priority, before it is read or after a write-back; read with evict_first, the operand's lines replace each
+# other instead. Where one or two tiles across read an operand of 48-128 MiB (H200, 20 configs of hopper_raw on 15
+# shapes, each in the same rounds as its unhinted twin; docs/benchmarks/data/read_once_hint_h200_2026-11-28_7611d7b.json
+# and slice_pass_ab_and_n128_hints_h200_2026-11-28_6ab06e0.json) the hint read 1.06-1.22x in server mode (median
+# 1.15x), 0.954-1.024x back to back and 0.962-1.029x separated; at 24 MiB 1.02x; on the other operand 0.95-1.01x.
+READ_ONCE_MIN_BYTES = 32 * 2 ** 20
+READ_ONCE_MAX_PASSES = 2
+
+
+def read_once_operand(m: int, n: int, k: int, tile_m: int, tile_n: int) -> str:
+    """'a' or 'b': the larger operand of at least READ_ONCE_MIN_BYTES that a grid of tile_m x tile_n tiles over M x N
+    reads at most READ_ONCE_MAX_PASSES times (A once per tile column, B once per tile row); '' where neither is."""
+    found = [(nbytes, x) for nbytes, x, passes in ((2 * m * k, "a", ceil_div(n, tile_n)),
+                                                   (2 * n * k, "b", ceil_div(m, tile_m)))
+             if passes <= READ_ONCE_MAX_PASSES and nbytes >= READ_ONCE_MIN_BYTES]
+    return max(found)[1] if found else ""
+
+
 def wave_fill(tiles: int, sms: int) -> float:
     """The share of the SMs a grid of `tiles` one-SM CTAs keeps busy, averaged over its waves."""
     return tiles / (ceil_div(tiles, sms) * sms)

@@ -37,6 +37,9 @@ class Family(Protocol):
     # a mutated config with its coupled knobs made consistent again
     def repair(self, params: dict[str, Any]) -> dict[str, Any]: ...
 
+    # Optional: cold_twin(params, shape) -> params | None, the same kernel tuned for a cold single call; the campaign
+    # plays it beside the leader it came from in server mode's tournament
+
 
 REQUIRED = ("NAME", "TEMPLATE", "ORDER", "SHORT", "DOMAIN", "SHARES", "validate", "feasible", "render", "space",
             "runs_on", "priors", "estimate_us", "repair")
