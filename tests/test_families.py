@@ -269,6 +269,7 @@ def test_the_cold_twin_hints_the_operand_its_grid_reads_once():
     assert cold_twin("hopper_raw", swapped, (8192, 64, 8192))["l2_evict_first"] == "b"  # A, the kernel's B
     assert cold_twin("hopper_wgmma", HOPPER_OK, (4096, 128, 12288)) is None  # no twin in that family
     assert cold_twin("a model's own", {}, (4096, 128, 12288)) is None
+    assert cold_twin("hopper_raw", dict(split, knob_of_old=1), (4096, 128, 12288)) is None
     for shape in ((4096, 128, 12288), (64, 4096, 8192), (8192, 64, 8192)):
         offline, server = hopper_raw.priors(shape, "fp32"), hopper_raw.priors(shape, "fp32", mode="server")
         assert [p.get("l2_evict_first", "none") for p in offline] == ["none"] * len(offline)

@@ -1553,3 +1553,19 @@ def test_output_bound_first_batches_leave_the_small_family_out(shape):
     assert priors.family_shares(shape, "sm_90a")["small"] == 0
     assert "small" not in {c.family for c in BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], n=4)}
     assert priors.family_shares((64, 128, 1024), "sm_90a")["small"] > 0
+
+
+def test_a_server_mode_search_starts_from_cold_twins_and_moves_on_from_them():
+    """Timed in server mode, the hand-written kernel's priors carry the L2 hint on the operand read once
+    (hopper_raw.cold_twin) and later steps still propose feasible configs from there."""
+    from agent.families import get
+
+    shape, pol, history = (64, 8192, 8192), BuiltinPolicy(0), []
+    for step in range(3):
+        batch = pol.propose(shape, "fp32", "sm_90a", history, n=4, mode="server")
+        assert all(get(c.family).feasible(c.params, shape, "sm_90a")[0] for c in batch)
+        if step == 0:
+            raw = [c.params for c in batch if c.family == "hopper_raw"]
+            assert raw and all(p["l2_evict_first"] == "b" for p in raw)
+        history += [_record(c, shape) for c in batch]
+    assert len({(h["family"], str(sorted(h["params"].items()))) for h in history}) == len(history) == 12

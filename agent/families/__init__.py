@@ -104,7 +104,10 @@ def cold_twin(family: str, params: dict[str, Any], shape: tuple[int, int, int]) 
     """The family's variant of `params` for a cold single call (server mode), canonical, or None where the family
     has none (its optional `cold_twin`) or is no registered family (a model's own kernel)."""
     twin = getattr(_registry().get(family), "cold_twin", None)
-    q = twin(params, tuple(shape)) if twin else None
+    try:
+        q = twin(params, tuple(shape)) if twin else None
+    except ValueError:  # params an older archive stored, which no longer validate
+        return None
     return normal_params(family, q) if q else None
 
 
