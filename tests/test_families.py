@@ -270,8 +270,10 @@ def test_the_cold_twin_hints_the_operand_its_grid_reads_once():
     assert cold_twin("hopper_wgmma", HOPPER_OK, (4096, 128, 12288)) is None  # no twin in that family
     assert cold_twin("a model's own", {}, (4096, 128, 12288)) is None
     assert cold_twin("hopper_raw", dict(split, knob_of_old=1), (4096, 128, 12288)) is None
+    from agent.policy.priors import priors
+
     for shape in ((4096, 128, 12288), (64, 4096, 8192), (8192, 64, 8192)):
-        offline, server = hopper_raw.priors(shape, "fp32"), hopper_raw.priors(shape, "fp32", mode="server")
+        offline, server = (priors("hopper_raw", shape, "fp32", "sm_90a", mode) for mode in ("offline", "server"))
         assert [p.get("l2_evict_first", "none") for p in offline] == ["none"] * len(offline)
         assert server == [cold_twin("hopper_raw", p, shape) or p for p in offline] != offline
         assert all(hopper_raw.feasible(p, shape, "sm_90a")[0] for p in server)

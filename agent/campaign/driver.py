@@ -41,7 +41,6 @@ from evaluator.session import GPUChoiceError, GPUSession
 
 SEED_PROPOSER = "seed:global-archive"
 TWIN_PROPOSER = "cold-twin"  # a leader's variant for a cold single call, played in COLD_MODE's tournament
-COLD_MODE = "server"
 FINAL_MODES = ("offline", "server")
 # Rounds of a tournament of leaders: each is a shuffled pass over every leader and baseline (power-steady on a big
 # shape: ~0.19 s a callable in the quick profile), and a leader's figure is its median per-round speedup.
@@ -247,7 +246,7 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
                  live: bool | None = None) -> dict[str, Any]:
     """Run or resume the campaign; returns a summary (per-shape outcomes, failures)."""
     from agent.campaign.archive import Archive, source_hash
-    from agent.families import cold_twin, current_source, render
+    from agent.families import COLD_MODE, cold_twin, current_source, render
     from agent.loop.budget import MAX_FAILED_STEPS, LoopBudget
     from agent.loop.shape_loop import ShapeLoop
     from agent.proposers.deadline import EndpointFatal
@@ -296,6 +295,20 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
             return res
         return evaluate_fn
 
+    def adopt(shape: Shape, src: str, proposer: str, node: str, step: int | None, inp: dict, **origin):
+        """Evaluate a source the search did not propose, in the search's mode, and archive it under `proposer` (its
+        family, params and parent in `origin`), recorded in the transcript as `node`: the variant, or None where the
+        seam could not evaluate it."""
+        ahead.submit(src)
+        res = evaluate_for(shape)(src, shape, acc=acc)
+        if res.status in ("no_gpu", "error"):
+            return None
+        vid = archive.add(cfg.run, gpu, acc, shape, src, proposer, res, step=None, **origin)
+        transcript.append(thread=f"{gpu}|{acc}|{shape_str(shape)}", shape=shape, step=step, node=node, input=inp,
+                          output={"variant_id": vid, "status": res.status,
+                                  "speedup": res.speedup("cublaslt-autotune-max") if res.ok else None})
+        return archive.get(vid)
+
     def seed(shape: Shape) -> None:
         """A fresh shape starts from the global archive's best kernels for it and its nearest shapes."""
         if gdb is None or not cfg.seed_from_global or archive.history(gpu, acc, shape):
@@ -309,17 +322,9 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
             src = current_source(v.family, v.params, v.read_source())  # an older archive's kernel, today's build
             if archive.find_by_hash(gpu, acc, shape, source_hash(src)) is not None:
                 continue
-            ahead.submit(src)
-            res = evaluate_for(shape)(src, shape, acc=acc)
-            if res.status in ("no_gpu", "error"):
-                continue
-            vid = archive.add(cfg.run, gpu, acc, shape, src, SEED_PROPOSER, res, family=v.family, params=v.params,
-                              step=None, parent=None)
-            transcript.append(thread=f"{gpu}|{acc}|{shape_str(shape)}", shape=shape, step=0, node="seed",
-                              input={"from": str(cfg.global_archive), "variant": v.id, "run": v.run,
-                                     "shape": list(v.shape), "source_hash": v.source_hash},
-                              output={"variant_id": vid, "status": res.status,
-                                      "speedup": res.speedup("cublaslt-autotune-max") if res.ok else None})
+            came = {"from": str(cfg.global_archive), "variant": v.id, "run": v.run, "shape": list(v.shape),
+                    "source_hash": v.source_hash}
+            adopt(shape, src, SEED_PROPOSER, "seed", 0, came, family=v.family, params=v.params, parent=None)
 
     def confirm(shape: Shape) -> None:
         """Re-measure the leaders in the search's own mode and profile until the top `confirm_top` by pooled speedup
@@ -400,19 +405,10 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
             if q is None:
                 continue
             src = render(v.family, q, shape)
-            twin = archive.find_by_hash(gpu, acc, shape, source_hash(src))
-            if twin is None:
-                ahead.submit(src)
-                res = evaluate_for(shape)(src, shape, acc=acc)
-                if res.status in ("no_gpu", "error"):
-                    continue
-                twin = archive.get(archive.add(cfg.run, gpu, acc, shape, src, TWIN_PROPOSER, res, family=v.family,
-                                               params=q, step=None, parent=v.id))
-                transcript.append(thread=f"{gpu}|{acc}|{shape_str(shape)}", shape=shape, step=None, node="cold_twin",
-                                  input={"of": v.id, "params": q},
-                                  output={"variant_id": twin.id, "status": res.status,
-                                          "speedup": res.speedup("cublaslt-autotune-max") if res.ok else None})
-            if twin.result.ok and twin.id not in {x.id for x in lead + out}:
+            twin = (archive.find_by_hash(gpu, acc, shape, source_hash(src))
+                    or adopt(shape, src, TWIN_PROPOSER, "cold_twin", None, {"of": v.id, "params": q},
+                             family=v.family, params=q, parent=v.id))
+            if twin is not None and twin.result.ok and twin.id not in {x.id for x in lead + out}:
                 out.append(twin)
         return out
 

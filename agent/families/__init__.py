@@ -100,9 +100,14 @@ def with_launch_knobs(family: str, params: dict[str, Any], arch: str, mode: str 
     return q if get(family).feasible(q, None, arch)[0] else {**params, **{k: False for k in knobs}}
 
 
+# The timing mode whose single call after an idle gap a family's cold twin is for: its searches start from twins and
+# its campaign tournament plays them
+COLD_MODE = "server"
+
+
 def cold_twin(family: str, params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, Any] | None:
-    """The family's variant of `params` for a cold single call (server mode), canonical, or None where the family
-    has none (its optional `cold_twin`) or is no registered family (a model's own kernel)."""
+    """The family's variant of `params` for a cold single call (COLD_MODE), canonical, or None where the family has
+    none (its optional `cold_twin`) or is no registered family (a model's own kernel)."""
     twin = getattr(_registry().get(family), "cold_twin", None)
     try:
         q = twin(params, tuple(shape)) if twin else None
@@ -116,5 +121,5 @@ def needs_cutlass(family: str) -> bool:
     return bool(getattr(get(family), "NEEDS_CUTLASS", False))
 
 
-__all__ = ["ARCHS", "arch_limits", "candidate_name", "canonical", "cold_twin", "cutlass_include_dirs", "families",
-           "full_params", "get", "names", "needs_cutlass", "normal_params", "render", "with_launch_knobs"]
+__all__ = ["ARCHS", "COLD_MODE", "arch_limits", "candidate_name", "canonical", "cold_twin", "cutlass_include_dirs",
+           "families", "full_params", "get", "names", "needs_cutlass", "normal_params", "render", "with_launch_knobs"]

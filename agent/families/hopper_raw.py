@@ -328,12 +328,6 @@ def repair(p: dict[str, Any]) -> dict[str, Any]:
     return q
 
 
-def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: str = "offline") -> list[dict[str, Any]]:
-    """Best first; for a search timed in server mode each as its `cold_twin` where it has one."""
-    out = _priors(shape, acc, arch)
-    return [cold_twin(p, shape) or p for p in out] if mode == "server" else out
-
-
 def cold_twin(params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, Any] | None:
     """The same kernel for a cold single call: an L2 evict_first hint on the operand its grid reads once
     (`pricing.read_once_operand`, in the kernel's own terms where it swaps A and B), or None where there is none to
@@ -346,7 +340,7 @@ def cold_twin(params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, 
     return q if hint and feasible(q, shape, "sm_90a")[0] else None
 
 
-def _priors(shape: tuple[int, int, int], acc: str, arch: str) -> list[dict[str, Any]]:
+def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: str = "offline") -> list[dict[str, Any]]:
     if arch != "sm_90a" or acc != "fp32":
         return []
     # streaming before size: from 2^35 FLOP a side of 64 still leaves a 128-row tile half empty (64x16384x16384:

@@ -37,8 +37,9 @@ class Family(Protocol):
     # a mutated config with its coupled knobs made consistent again
     def repair(self, params: dict[str, Any]) -> dict[str, Any]: ...
 
-    # Optional: cold_twin(params, shape) -> params | None, the same kernel tuned for a cold single call; the campaign
-    # plays it beside the leader it came from in server mode's tournament
+    # Optional: cold_twin(params, shape) -> params | None, the same kernel tuned for a cold single call; a search
+    # timed in that mode (agent.families.COLD_MODE) starts from its priors' twins, and the campaign plays it beside
+    # the leader it came from in that mode's tournament
 
 
 REQUIRED = ("NAME", "TEMPLATE", "ORDER", "SHORT", "DOMAIN", "SHARES", "validate", "feasible", "render", "space",

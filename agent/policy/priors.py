@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.families import ARCHS, families, get, normal_params, with_launch_knobs
+from agent.families import ARCHS, COLD_MODE, cold_twin, families, get, normal_params, with_launch_knobs
 from agent.families.common import in_16_byte_rows
 from agent.families.pricing import LARGE_FLOP, SMALL_FLOP, flop, streams_a, streams_ab, streams_b
 
@@ -75,8 +75,10 @@ def family_shares(shape: tuple[int, int, int], arch: str, acc: str = "fp32") -> 
 
 def priors(family: str, shape: tuple[int, int, int], acc: str, arch: str,
            mode: str = "offline") -> list[dict[str, Any]]:
-    return [_fit_ring(family, with_launch_knobs(family, p, arch, mode), shape, arch)
-            for p in get(family).priors(shape, acc, arch, mode)]
+    listed = get(family).priors(shape, acc, arch, mode)
+    if mode == COLD_MODE:  # a search timed cold starts from each prior's cold twin, where its family has one
+        listed = [cold_twin(family, p, shape) or p for p in listed]
+    return [_fit_ring(family, with_launch_knobs(family, p, arch, mode), shape, arch) for p in listed]
 
 
 def _fit_ring(family: str, p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> dict[str, Any]:
