@@ -28,9 +28,17 @@ class OperandSet:
     def args(self) -> tuple[int, int, int, int]:
         return self.ptr["A"], self.ptr["B"], self.ptr["Bc"], self.ptr["C"]
 
-    def fill(self, kind: str, seed: int) -> None:
-        """kind: normal | binary | honesty. B_col_major is always derived from B."""
+    def fill(self, kind: str, seed: int, scrub: "Scrub | None" = None) -> None:
+        """kind: normal | binary | honesty. B_col_major is always derived from B. With `scrub` (normal inputs, the
+        same contents), B, B_col_major and C's poison are written first and the L2 is scrubbed before A is."""
         nat, m, n, k = self.nat, self.m, self.n, self.k
+        if kind == "normal" and scrub is not None:
+            nat.ok("fill_normal", self.ptr["B"], k * n, seed ^ 0x5BD1E995, 1.0)
+            nat.ok("transpose", self.ptr["B"], self.ptr["Bc"], k, n)
+            self.poison_output()
+            scrub.run()
+            nat.ok("fill_normal", self.ptr["A"], m * k, seed, 1.0)
+            return
         if kind == "normal":
             nat.ok("fill_normal", self.ptr["A"], m * k, seed, 1.0)
             nat.ok("fill_normal", self.ptr["B"], k * n, seed ^ 0x5BD1E995, 1.0)
@@ -145,6 +153,38 @@ def pool_size(m: int, n: int, k: int, budget: int = POOL_BYTES) -> int:
     return max(1, int(count))
 
 
+# What the L2 holds when a timed batch starts (OperandPool.refill). "refill": the inputs as just written, A, then B,
+# then B_col_major from B, then C's poison (the L2 keeps the tail of that, dirty). "activations": a layer of a model
+# served, whose input A the previous layer has just written and whose weights (B, B_col_major) were last read a
+# forward pass ago: B, B_col_major and C's poison are written, the L2 is scrubbed, then A is written, so the L2 holds
+# A's tail and other lines, all dirty, and none of the weights. Server mode's (evaluator.timing.REGIMES).
+PRELUDES = ("refill", "activations")
+SCRUB_L2_TIMES = 4  # the scrub writes this many times the L2's size, so no line of what was there before survives
+
+
+class Scrub:
+    """A buffer whose write evicts the L2, which then holds the scrub's own lines, dirty, as it holds whatever
+    another kernel last wrote: a cold call's loads evict dirty lines (written back) either way. Scrubbing by reading
+    instead, so that every line is clean, takes away what an L2 hint gains (docs/benchmarks/evaluator.md)."""
+
+    def __init__(self, nat: Native):
+        self.nat = nat
+        self.halves = SCRUB_L2_TIMES * max(nat.info()["l2_bytes"], 1 << 20) // 2
+        self.handle = nat.alloc(2 * self.halves)
+        self.ptr = nat.buf_ptr(self.handle)
+        self.runs = 0
+
+    def run(self) -> None:
+        self.runs += 1
+        self.nat.ok("fill_value", self.ptr, self.halves, self.runs & 0x3BFF)  # finite halves, a new value each time
+
+    def free(self) -> None:
+        try:
+            self.nat.buf_free(self.handle)
+        except Exception:  # after a sticky error; the worker is replaced anyway
+            pass
+
+
 class OperandPool:
     """The operand sets a measurement times on. Call r of a timed batch uses set r, so no two calls of a batch see
     the same buffers; before every timed batch the sets it will use are refilled with inputs drawn from a new seed,
@@ -165,6 +205,7 @@ class OperandPool:
                 raise
             # fewer sets than asked: batches get shorter, never repeat a set
         self._tables: dict[int, PointerTable] = {}
+        self._scrub: Scrub | None = None
 
     @property
     def count(self) -> int:
@@ -184,11 +225,18 @@ class OperandPool:
             self._tables[used] = PointerTable([s.args for s in self.sets[:used]])
         return self._tables[used]
 
-    def refill(self, used: int, seed: int) -> None:
+    def refill(self, used: int, seed: int, prelude: str = "refill") -> None:
         """Fresh normal inputs (and a NaN-poisoned C) in the first `used` sets; waits until they are written, so
-        that a server-mode gap that follows is idle."""
+        that a server-mode gap that follows is idle. `prelude` (PRELUDES) decides what the L2 holds afterwards."""
+        if prelude not in PRELUDES:
+            raise ValueError(f"unknown prelude {prelude!r}; known: {', '.join(PRELUDES)}")
+        scrub = None
+        if prelude == "activations":
+            if self._scrub is None:
+                self._scrub = Scrub(self.nat)
+            scrub = self._scrub
         for i, s in enumerate(self.sets[:max(1, min(used, self.count))]):
-            s.fill("normal", seed * 7919 + i)
+            s.fill("normal", seed * 7919 + i, scrub)
         self.nat.ok("sync")
 
     def spot_check(self, used: int, seed: int, samples: int = SPOT_SAMPLES) -> dict:
@@ -199,15 +247,17 @@ class OperandPool:
                 "max_abs_ref": max(r["max_abs_ref"] for r in per_set), "sets": len(per_set)}
 
     def view(self, count: int) -> "OperandPool":
-        """The first `count` sets as a pool of their own (batches rotate over them alone); freeing it frees
-        nothing."""
+        """The first `count` sets as a pool of their own (batches rotate over them alone); freeing it frees only
+        the scrub buffer it made."""
         v = OperandPool.__new__(OperandPool)
         v.nat, v.m, v.n, v.k = self.nat, self.m, self.n, self.k
-        v.sets, v._tables, v._owner = self.sets[:max(1, count)], {}, False
+        v.sets, v._tables, v._owner, v._scrub = self.sets[:max(1, count)], {}, False, None
         return v
 
     def free(self) -> None:
         if getattr(self, "_owner", True):
             for s in self.sets:
                 s.free()
-        self.sets = []
+        if getattr(self, "_scrub", None) is not None:
+            self._scrub.free()
+        self.sets, self._scrub = [], None

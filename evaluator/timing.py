@@ -67,15 +67,16 @@ PROFILES = {
 # The callables a power-steady measurement times besides the candidate (the speedup targets and cublas-NN, the
 # reference of baseline-only timing), with AutoTuning's runners-up (cublaslt-autotune-NN#2, ...).
 STEADY_BASELINES = ("cublas-NN", "cublas-TN", "cublaslt-autotune-NN", "cublaslt-autotune-TN")
-# The timing regimes: whether an ordinary kernel (the separator) follows every call, and when the measurement is
-# power-steady ("auto": when the shape is power-limited, see steady_reason).
+# The timing regimes: whether an ordinary kernel (the separator) follows every call, when the measurement is
+# power-steady ("auto": when the shape is power-limited, see steady_reason), and what the L2 holds before each timed
+# batch (the operand refill's prelude, evaluator.buffers.PRELUDES; "refill" unless given).
 REGIMES = {
     "back-to-back": {"separator": False, "steady": "never"},
     "separated": {"separator": True, "steady": "never"},
     "steady": {"separator": True, "steady": "always"},
     "offline": {"separator": True, "steady": "auto"},
     "graph": {"separator": True, "steady": "auto"},
-    "server": {"separator": False, "steady": "never"},
+    "server": {"separator": False, "steady": "never", "prelude": "activations"},
 }
 # Sampled timed outputs may be off by this many times the worst the NVIDIA baselines were off on the same kind of
 # draw (or by four half-ulps of the largest output, whichever is larger); a skipped call leaves the NaN poison and
@@ -184,6 +185,7 @@ def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: Oper
     else:
         reps = {n: 1 for n in callables}
     sep = REGIMES[mode]["separator"]
+    prelude = REGIMES[mode].get("prelude", "refill")
     graph = mode == "graph" and not steady
     warm_s = settle({n: _Held(c, hold[n], sep, graph) for n, c in callables.items()}, cand_name, ops, reps, prof,
                     progress)
@@ -212,7 +214,7 @@ def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: Oper
                     raw[name] = 1e3 * nat.time_batch(-1, *ops.args, reps_sep, True, True)
                 continue
             draw += 1
-            ops.refill(reps[name], seed * 1_000_003 + draw)
+            ops.refill(reps[name], seed * 1_000_003 + draw, prelude)
             if steady:  # reach this callable's own power state; unheld, so any number of calls can queue
                 callables[name].time(ops.sets[-1], lead[name], False, sep)
             if mode == "server":
@@ -228,7 +230,7 @@ def measure(nat: Native, callables: dict[str, object], cand_name: str, ops: Oper
             times[name].append(max(raw[name] - s_us, 1e-3))
         rounds += 1
     meta = {"rounds": rounds, "warmup_s": round(warm_s, 3), "reps": reps,
-            "unheld": [n for n in callables if not hold[n]], "mode": mode,
+            "unheld": [n for n in callables if not hold[n]], "mode": mode, "prelude": prelude,
             "operand_sets": {"count": ops.count, "timed": timed_sets, "bytes_each": ops.first.bytes_total(),
                              "drawn": draw},
             "outputs": verify_outputs(outputs, [n for n in callables if n == cand_name or n.startswith(RIVAL)])}

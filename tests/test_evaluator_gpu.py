@@ -116,6 +116,7 @@ def test_server_mode_times_single_calls(pool):
     r = evaluate((KERNELS / "reference_wmma.cu").read_text(), (1024, 1024, 1024), mode="server", pool=pool)
     assert r.status == R.OK, r.reason
     assert set(r.candidate.detail["timing"]["reps"].values()) == {1}
+    assert r.candidate.detail["timing"]["prelude"] == "activations"  # weights cold, A just written
 
 
 def test_graph_mode_replays_batches_from_a_cuda_graph(pool):
