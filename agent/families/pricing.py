@@ -181,10 +181,13 @@ def b_outgrows_l2(shape: tuple[int, int, int]) -> bool:
     return outgrows_l2(2 * n * k)
 
 
-# A cold single call (server mode) finds in the L2 what was written last: the operands just refilled, or in a
-# server the previous kernel's output, dirty. Reading an operand that the grid passes over once evicts that at the
-# default priority, before it is read or after a write-back; read with evict_first, the operand's lines replace each
-# other instead. Where one or two tiles across read an operand of 48-128 MiB (H200, 20 configs of hopper_raw on 15
+# A cold single call (server mode) finds the L2 full of dirty lines: in a server the previous kernel's output, in
+# server mode A just written after a scrub. Reading an operand that the grid passes over once evicts them at the
+# default priority, each written back to DRAM while the kernel reads; read with evict_first, the operand's lines
+# replace each other instead. With the L2 evicted by reading (clean lines only) the hint gained nothing (0.998x on
+# seven shapes; docs/benchmarks/data/l2_window_and_clean_l2_h200_2026-11-28_933e40b.json), and grids that read
+# the operand more than twice lost up to 7% with it (evict_first_many_passes_h200_2026-11-28_933e40b.json).
+# Where one or two tiles across read an operand of 48-128 MiB (H200, 20 configs of hopper_raw on 15
 # shapes, each in the same rounds as its unhinted twin; docs/benchmarks/data/read_once_hint_h200_2026-11-28_7611d7b.json
 # and slice_pass_ab_and_n128_hints_h200_2026-11-28_6ab06e0.json) the hint read 1.06-1.22x in server mode (median
 # 1.15x), 0.954-1.024x back to back and 0.962-1.029x separated; at 24 MiB 1.02x; on the other operand 0.95-1.01x.

@@ -158,7 +158,9 @@ def passage_where(p: dict[str, Any]) -> str:
 TIMING = {
     "offline": "calls back to back in one stream, an ordinary kernel before each; launch overlap such as "
                "programmatic dependent launch (PDL) counts",
-    "server": "single calls after an idle gap, so there is nothing to overlap the launch with",
+    "server": "single calls after an idle gap, so there is nothing to overlap the launch with; the weights (B) are "
+              "cold in DRAM and the L2 is full of dirty lines (A was just written), so an L2 evict_first hint on an "
+              "operand the grid reads once saves their write-back",
     "graph": "calls replayed from a CUDA graph, where launch gaps are short already; PDL measured up to 8% slower "
              "there, so launch without it",
 }
