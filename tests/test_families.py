@@ -267,16 +267,31 @@ def test_the_cold_twin_hints_the_operand_its_grid_reads_once():
     assert cold_twin("hopper_raw", dict(split, l2_evict_first="b"), (4096, 128, 12288)) is None  # hinted already
     swapped = {"tile_m": 64, "tile_n": 64, "stages": 14, "group": 1, "acc": "fp32", "swap_ab": True}
     assert cold_twin("hopper_raw", swapped, (8192, 64, 8192))["l2_evict_first"] == "b"  # A, the kernel's B
-    assert cold_twin("hopper_wgmma", HOPPER_OK, (4096, 128, 12288)) is None  # no twin in that family
+    # the wgmma family's: its twin derives a producer whose TMA copies carry the hint, named apart, and only the
+    # hinted kernel's source changes
+    sliced = dict(HOPPER_SLICED, swap_ab=False, tile_n=128)
+    twin = cold_twin("hopper_wgmma", sliced, (256, 2048, 16384))
+    assert twin["l2_evict_first"] == "b" and hopper_wgmma.feasible(twin, (256, 2048, 16384), "sm_90a")[0]
+    assert cold_twin("hopper_wgmma", HOPPER_SLICED, (4096, 128, 12288))["l2_evict_first"] == "b"  # A, the kernel's B
+    assert cold_twin("hopper_wgmma", HOPPER_OK, (4096, 4096, 4096)) is None  # every operand read many times
+    assert cold_twin("hopper_wgmma", twin, (256, 2048, 16384)) is None
+    assert hopper_wgmma.render(dict(HOPPER_OK, l2_evict_first="none")) == hopper_wgmma.render(HOPPER_OK)
+    hinted = hopper_wgmma.render(twin)
+    assert "EVICT_FIRST" in hinted and "struct Mainloop : CollectiveMainloop" in hinted
+    assert "EVICT_FIRST" not in hopper_wgmma.render(sliced)
+    assert families.candidate_name("hopper_wgmma", twin) != families.candidate_name("hopper_wgmma", sliced)
+    assert "l2_evict_first" not in hopper_wgmma.SEARCH_DOMAIN
     assert cold_twin("a model's own", {}, (4096, 128, 12288)) is None
     assert cold_twin("hopper_raw", dict(split, knob_of_old=1), (4096, 128, 12288)) is None
     from agent.policy.priors import priors
 
-    for shape in ((4096, 128, 12288), (64, 4096, 8192), (8192, 64, 8192)):
-        offline, server = (priors("hopper_raw", shape, "fp32", "sm_90a", mode) for mode in ("offline", "server"))
+    for fam, shape in (("hopper_raw", (4096, 128, 12288)), ("hopper_raw", (64, 4096, 8192)),
+                       ("hopper_raw", (8192, 64, 8192)), ("hopper_wgmma", (256, 2048, 16384))):
+        offline, server = (priors(fam, shape, "fp32", "sm_90a", mode) for mode in ("offline", "server"))
         assert [p.get("l2_evict_first", "none") for p in offline] == ["none"] * len(offline)
-        assert server == [cold_twin("hopper_raw", p, shape) or p for p in offline] != offline
-        assert all(hopper_raw.feasible(p, shape, "sm_90a")[0] for p in server)
+        drop_pdl = lambda ps: [{k: v for k, v in p.items() if k != "pdl"} for p in ps]  # a launch knob by mode
+        assert drop_pdl(server) == drop_pdl([cold_twin(fam, p, shape) or p for p in offline]) != drop_pdl(offline)
+        assert all(families.get(fam).feasible(p, shape, "sm_90a")[0] for p in server)
 
 
 def test_pdl_is_an_sm90_launch_knob_that_keeps_earlier_identities():
@@ -468,6 +483,8 @@ def test_variants_of_each_family_compile_with_nvcc():
     jobs = [
         (hopper_wgmma.render(HOPPER_OK), "sm_90a"),
         (hopper_wgmma.render(HOPPER_EXTENDED), "sm_90a"),
+        # the cold twin's own producer: a hint on B, multicast over a 2x1 cluster
+        (hopper_wgmma.render(dict(HOPPER_OK, l2_evict_first="b")), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, tile_m=256, tile_n=176, stages=3, group=8, epi="direct")), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, cluster_m=2, group=8, pdl=True, k_order="alternate",
                                 l2_evict_first="bc")), "sm_90a"),
@@ -509,6 +526,9 @@ GPU_SAMPLES = [
     ("hopper_wgmma", dict(HOPPER_OK, scheduler="streamk", splits=4, tile_n=128, cluster_m=1, raster="heuristic",
                           swizzle=1, swap_ab=True, b_operand="row"), (64, 2048, 4096)),
     ("hopper_wgmma", HOPPER_SLICED, (64, 2048, 4096)),  # K slices summed by a second, PDL-launched kernel
+    # a cold twin's producer (evict_first on the kernel's B) over K slices and over a multicast cluster
+    ("hopper_wgmma", dict(HOPPER_SLICED, l2_evict_first="b"), (64, 2048, 4096)),
+    ("hopper_wgmma", dict(HOPPER_OK, l2_evict_first="a"), (4096, 1024, 12288)),
     ("hopper_wgmma", dict(HOPPER_SLICED, swap_ab=False, b_operand="row", tile_n=128, schedule="pingpong",
                           splits=2), (256, 1000, 4096)),  # N not a multiple of the tile
     # programmatic dependent launch: waits_for_predecessor runs each behind a kernel that writes the inputs late
