@@ -279,7 +279,10 @@ ARCH_FALLBACK = "ampere_cute"  # where wgmma does not exist, its share goes to t
 def cold_twin(params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, Any] | None:
     """The same kernel for a cold single call: an L2 evict_first hint on the operand its grid reads once
     (`pricing.read_once_operand`, in the kernel's terms where swap_ab swaps A and B), or None where there is none.
-    Measured on hopper_raw (1.06-1.24x in server mode, 0.95-1.02x back to back); not yet on this family."""
+    Beside the first prior it twins, in the same rounds, on four skinny long-K shapes (H200,
+    docs/benchmarks/data/wgmma_cold_twin_h200_2026-11-28_2faf16c.json; every check passed): server mode 1.065-1.136x;
+    back to back 1.033-1.057x for three batched splits (whose fp32 slices leave dirty lines of their own) and 0.98x
+    for a persistent 128x64."""
     p = validate(params)
     if p.get("l2_evict_first", "none") != "none":
         return None
