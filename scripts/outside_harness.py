@@ -10,7 +10,8 @@ fp16 in and out, fp32 compute, or fp16 compute where the manifest says fp16 accu
 
 Regimes (scripts/outside_regimes.py says how a batch is held, how operand sets rotate and how outputs are checked):
 - back-to-back: N calls queued one after another, call i on operand set i;
-- separated: an ordinary kernel before each call, its time measured alone and taken out.
+- separated: an ordinary kernel before each call, its time measured alone and taken out;
+- server: one call after an idle gap, the weights (B) written before an L2 scrub and A after it.
 Best NVIDIA per shape and regime is the fastest baseline by median; the ratios t(baseline) / t(kernel) are compared
 with the evaluator's speedups of the same regime from the manifest (separated falls back to offline where the export
 has no separated figures, and the output says so), and the Markdown ends with every shape where the two disagree by

@@ -13,7 +13,10 @@ figure is its median per-call time over the rounds, a ratio t(baseline) / t(kern
 
 - back-to-back: the calls queued one after another (a kernel launched with PDL may overlap its previous call);
 - separated: an ordinary one-block kernel before each call; a batch of those alone is timed in every round and its
-  per-call time taken out, so each call starts after a plain kernel boundary, never the tail of its own previous call.
+  per-call time taken out, so each call starts after a plain kernel boundary, never the tail of its own previous call;
+- server: one call per round after an idle gap (exponential, mean SERVER_GAP_S), its operands written as a served
+  layer finds them: B, B column-major and C's poison first, then a buffer of SCRUB_L2_TIMES the L2's size written
+  over (so the L2 holds nothing of the weights, only dirty lines), then A, as the previous layer's output.
 
 After every timed batch 32 sampled outputs of every set it used are recomputed in fp32 and compared with the
 tolerance set at the start: twice the worst error of cublasGemmEx NN on the full product (four times with fp16
@@ -23,13 +26,17 @@ from __future__ import annotations
 
 import ctypes
 import math
+import random
 import statistics
 import time
 from pathlib import Path
 
 from outside_native import LAYOUTS, Native, NativeError
 
-REGIMES = ("back-to-back", "separated")
+REGIMES = ("back-to-back", "separated", "server")
+SERVER_GAP_S = 1e-3
+SCRUB_L2_TIMES = 4
+SERVER_ROUNDS_PER = 4  # server rounds per round of the other regimes: one call each, so noisier
 LEADERS = 3  # cuBLASLt algorithms per layout carried from the screen into the regimes
 SAMPLES = 32
 
@@ -56,12 +63,20 @@ class Operands:
         self.torch_views = [(self.a[i], self.b[i], self.c[i]) for i in range(count)]
         self.set_bytes = 2 * (m * k + 2 * k * n + m * n)
 
-    def refill(self, used: int) -> None:
-        for flat, per in self.flat[:2]:
-            flat[:used * per].normal_(generator=self.gen)
+    def refill(self, used: int, cold: bool = False) -> None:
+        """New contents in the first `used` sets; `cold` (server): A written last, after the L2 is scrubbed."""
+        (a, per_a), (b, per_b), _, (c, per_c) = self.flat
+        if not cold:
+            a[:used * per_a].normal_(generator=self.gen)
+        b[:used * per_b].normal_(generator=self.gen)
         self.bcm[:used].copy_(self.b[:used].transpose(1, 2))
-        flat, per = self.flat[3]
-        flat[:used * per].fill_(float("nan"))
+        c[:used * per_c].fill_(float("nan"))
+        if cold:
+            if getattr(self, "scrub", None) is None:
+                l2 = self.torch.cuda.get_device_properties(0).L2_cache_size
+                self.scrub = self.torch.empty(SCRUB_L2_TIMES * max(l2, 1 << 20) // 4, device="cuda")
+            self.scrub.fill_(float(used))
+            a[:used * per_a].normal_(generator=self.gen)
 
     def sampled_error(self, used: int) -> float:
         """Largest |C - fp32 reference| over SAMPLES random outputs of each of the first `used` sets (inf where C is
@@ -91,6 +106,7 @@ class ShapeTimer:
         self.lib.hgemm.restype = ctypes.c_int
         self.lib.hgemm.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 3 + [ctypes.c_void_p]
         self.fns, self.unheld, self.broken = {}, set(), {}
+        self.rng = random.Random(seed or m * 31 + n * 7 + k)
         self.stream = torch.cuda.ExternalStream(native.stream)
 
     # ------------------------------------------------------------------ callables
@@ -146,9 +162,13 @@ class ShapeTimer:
 
     # ------------------------------------------------------------------ timing
 
-    def _batch_ms(self, name: str | None, calls: int, separated: bool, held: bool) -> tuple[float, bool]:
+    def _batch_ms(self, name: str | None, calls: int, separated: bool, held: bool,
+                  cold: bool = False) -> tuple[float, bool]:
         fn, nat = self.fns.get(name), self.native
-        self.ops.refill(calls)
+        self.ops.refill(calls, cold)
+        if cold:
+            self.torch.cuda.synchronize()  # the refill done, so the gap is idle
+            time.sleep(self.rng.expovariate(1.0 / SERVER_GAP_S))
         nat.begin(held)
         try:
             for i in range(calls):
@@ -160,14 +180,14 @@ class ShapeTimer:
             ms, expired = nat.end()
         return ms, expired
 
-    def timed_us(self, name: str | None, calls: int, separated: bool) -> float:
+    def timed_us(self, name: str | None, calls: int, separated: bool, cold: bool = False) -> float:
         """Per-call microseconds of one batch. A callable whose batch outlasted the hold (it blocks inside its call)
         is timed without the hold from then on, and named in the output."""
         held = name not in self.unheld
-        ms, expired = self._batch_ms(name, calls, separated, held)
+        ms, expired = self._batch_ms(name, calls, separated, held, cold)
         if held and expired:
             self.unheld.add(name)
-            ms, _ = self._batch_ms(name, calls, separated, False)
+            ms, _ = self._batch_ms(name, calls, separated, False, cold)
         return ms * 1e3 / calls
 
     def _screen(self, algos: dict[str, int], calls: int, rounds: int) -> dict:
@@ -189,14 +209,16 @@ class ShapeTimer:
         return out
 
     def _regime(self, regime: str, names: list[str], calls: int, rounds: int, warm_s: float) -> dict:
-        separated = regime == "separated"
+        separated, cold = regime == "separated", regime == "server"
+        if cold:  # one call a round, so more rounds
+            calls, rounds = 1, SERVER_ROUNDS_PER * rounds
         order = names + ([None] if separated else [])
         t0, passes = time.perf_counter(), 0
         while passes < 2 or time.perf_counter() - t0 < warm_s:  # clocks up, every callable's first launches done
             for nm in order:
                 if nm not in self.broken:
                     try:
-                        self.timed_us(nm, calls, separated)
+                        self.timed_us(nm, calls, separated, cold)
                     except (NativeError, RuntimeError) as e:
                         self.broken[nm] = f"{type(e).__name__}: {e}"[:300]
             passes += 1
@@ -209,7 +231,7 @@ class ShapeTimer:
                     raw[key].append(None)
                     continue
                 try:
-                    raw[key].append(self.timed_us(nm, calls, separated))
+                    raw[key].append(self.timed_us(nm, calls, separated, cold))
                 except (NativeError, RuntimeError) as e:
                     self.broken[nm] = f"{type(e).__name__}: {e}"[:300]
                     raw[key].append(None)

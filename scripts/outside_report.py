@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Callable
 
-REGIMES = ("back-to-back", "separated")
+REGIMES = ("back-to-back", "separated", "server")
 # a baseline name (as the evaluator's records spell it) and the harness callables it takes the fastest of, by median
 GROUPS: dict[str, Callable[[str], bool]] = {
     "best-nvidia": lambda nm: nm != "kernel",
@@ -27,7 +27,7 @@ LABEL = {"best-nvidia": "best NVIDIA", "torch": "torch.matmul", "cublas-NN": "cu
          "cublas-max": "cuBLAS max", "cublaslt-autotune-max": "cuBLASLt autotuned max"}
 # the evaluator modes that stand for each regime, in order of preference; offline is separated, power-steady on
 # power-limited shapes (docs/evaluator.md), the nearest figure an export without per-regime finals carries
-EVALUATOR_MODES = {"back-to-back": ("back-to-back",), "separated": ("separated", "offline")}
+EVALUATOR_MODES = {"back-to-back": ("back-to-back",), "separated": ("separated", "offline"), "server": ("server",)}
 GRAPH_KEYS = (("graph_pred", "graph, with a predecessor"),
               ("graph_pred_net", "graph, with a predecessor, its time taken out"),
               ("graph_loop", "graph, back to back"), ("graph_one", "graph, one call"),
@@ -157,8 +157,9 @@ def _header(doc: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
         + ", ".join(_shape(r) for r in rows),
         f"- evaluator figures (from the manifests) measured on: {', '.join(gpus) or 'unknown'}"
         + ("" if same else " — another GPU than this one, so differences are expected"),
-        "- regimes: back to back (calls queued one after another) and separated (an ordinary kernel before each "
-        "call, its own time measured alone and taken out); every batch held until queued, call i on operand set i "
+        "- regimes: back to back (calls queued one after another), separated (an ordinary kernel before each "
+        "call, its own time measured alone and taken out) and server (one call after an idle gap, the weights "
+        "written before an L2 scrub, A after it); every batch held until queued, call i on operand set i "
         "(new random contents before every batch), rounds alternating the order (scripts/outside_regimes.py)",
         f"- baselines of the harness's own (scripts/outside_native.cu): cublasGemmEx NN and TN, cuBLASLt autotuned "
         f"per layout (every algorithm the heuristic offers, up to 1024, checked, screened, the 3 fastest timed in "
