@@ -165,7 +165,7 @@ SCRUB_L2_TIMES = 4  # the scrub writes this many times the L2's size, so no line
 class Scrub:
     """A buffer whose write evicts the L2, which then holds the scrub's own lines, dirty, as it holds whatever
     another kernel last wrote: a cold call's loads evict dirty lines (written back) either way. Scrubbing by reading
-    instead, so that every line is clean, takes away what an L2 hint gains (docs/benchmarks/evaluator.md)."""
+    instead, so that every line is clean, takes away what an L2 hint gains (docs/evaluator.md, "Timing regimes")."""
 
     def __init__(self, nat: Native):
         self.nat = nat
@@ -192,7 +192,8 @@ class OperandPool:
     (`spot_check`), so a call that skipped its work or returned a stale product is found, not only the last one.
     A memo, a call counter or a pointer-keyed cache has nothing to gain here. L2 residency: the refill writes the
     sets just before the batch, so a rotation smaller than the L2 (50 MiB on the H100 and H200) stays resident, as
-    in a back-to-back loop over one set; a larger one streams from DRAM."""
+    in a back-to-back loop over one set; a larger one streams from DRAM. Server mode refills with its own prelude
+    (PRELUDES), which leaves none of the weights there."""
 
     def __init__(self, nat: Native, m: int, n: int, k: int, count: int | None = None):
         self.nat, self.m, self.n, self.k = nat, m, n, k
