@@ -147,6 +147,12 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def kernel_shape(p: dict[str, Any], shape: tuple[int, int, int]) -> tuple[int, int, int]:
+    """The M x N x K the kernel walks: N x M x K where it computes C^T (swap_ab)."""
+    m, n, k = shape
+    return (n, m, k) if p.get("swap_ab") else (m, n, k)
+
+
 def in_16_byte_rows(*lengths: int) -> bool:
     """fp16 rows of these lengths end on 16-byte boundaries: what TMA's global strides, 16-byte cp.async copies and
     vector stores need of N and K (and of C's rows)."""

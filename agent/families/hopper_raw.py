@@ -9,8 +9,8 @@ import sys
 from typing import Any
 
 from . import pricing
-from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, ceil_div, in_16_byte_rows, launch_knobs, render_feasible,
-                     smem_problem, uneven_waves, validate_with_defaults, validated)
+from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, ceil_div, in_16_byte_rows, kernel_shape, launch_knobs,
+                     render_feasible, smem_problem, uneven_waves, validate_with_defaults, validated)
 from .pricing import LARGE_FLOP, POWER_LIMIT_FLOP, WAVE_FILL, flop
 
 NAME = "hopper_raw"
@@ -222,12 +222,6 @@ def _clashing(p: dict[str, Any], needs: dict[str, Any]) -> list[str]:
     return [f"{x}={p.get(x, DEFAULTS.get(x))}" for x, want in needs.items() if p.get(x, DEFAULTS.get(x)) != want]
 
 
-def kernel_shape(p: dict[str, Any], shape: tuple[int, int, int]) -> tuple[int, int, int]:
-    """The M x N x K the kernel walks: N x M x K where it computes C^T (swap_ab)."""
-    m, n, k = shape
-    return (n, m, k) if p.get("swap_ab") else (m, n, k)
-
-
 def a_box_rows(m: int, tile_m: int) -> int:
     """Rows of A that one TMA box loads, as the template's a_box_rows: below the tile, M in whole 8-row swizzle
     atoms."""
@@ -332,12 +326,7 @@ def cold_twin(params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, 
     """The same kernel for a cold single call: an L2 evict_first hint on the operand its grid reads once
     (`pricing.read_once_operand`, in the kernel's own terms where it swaps A and B), or None where there is none to
     add. Back to back the hint is worth -5% to +2%, so only server mode's tournament and searches play it."""
-    p = validate(params)
-    if p.get("l2_evict_first", "none") != "none":
-        return None
-    hint = pricing.read_once_operand(*kernel_shape(p, shape), p["tile_m"], p["tile_n"])
-    q = dict(p, l2_evict_first=hint)
-    return q if hint and feasible(q, shape, "sm_90a")[0] else None
+    return pricing.read_once_twin(sys.modules[__name__], params, shape)
 
 
 def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: str = "offline") -> list[dict[str, Any]]:

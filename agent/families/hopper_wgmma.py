@@ -283,14 +283,7 @@ def cold_twin(params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, 
     docs/benchmarks/data/wgmma_cold_twin_h200_2026-11-28_2faf16c.json; every check passed): server mode 1.065-1.136x;
     back to back 1.033-1.057x for three batched splits (whose fp32 slices leave dirty lines of their own) and 0.98x
     for a persistent 128x64."""
-    p = validate(params)
-    if p.get("l2_evict_first", "none") != "none":
-        return None
-    m, n, k = shape
-    km, kn = (n, m) if p["swap_ab"] else (m, n)
-    hint = pricing.read_once_operand(km, kn, k, p["tile_m"], p["tile_n"])
-    q = dict(p, l2_evict_first=hint)
-    return q if hint and feasible(q, shape, "sm_90a")[0] else None
+    return pricing.read_once_twin(sys.modules[__name__], params, shape)
 
 
 def runs_on(arch: str) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .common import arch_limits, ceil_div, in_16_byte_rows
+from .common import arch_limits, ceil_div, in_16_byte_rows, kernel_shape
 
 SMALL_FLOP = 2 ** 33  # below: the launch and the k-loop latency dominate
 LARGE_FLOP = 2 ** 35  # above: wgmma tensor-core throughput dominates
@@ -202,6 +202,18 @@ def read_once_operand(m: int, n: int, k: int, tile_m: int, tile_n: int) -> str:
                                                    (2 * n * k, "b", ceil_div(m, tile_m)))
              if passes <= READ_ONCE_MAX_PASSES and nbytes >= READ_ONCE_MIN_BYTES]
     return max(found)[1] if found else ""
+
+
+def read_once_twin(family: Any, params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, Any] | None:
+    """A TMA family's cold twin (its `cold_twin`): `params`, validated, with evict_first (the family's
+    `l2_evict_first` knob) on the operand `read_once_operand` names in the kernel's own terms (`kernel_shape`), or
+    None where the config carries a hint already, none applies, or the hinted kernel is not feasible."""
+    p = family.validate(params)
+    if p.get("l2_evict_first", "none") != "none":
+        return None
+    hint = read_once_operand(*kernel_shape(p, shape), p["tile_m"], p["tile_n"])
+    q = dict(p, l2_evict_first=hint)
+    return q if hint and family.feasible(q, shape, "sm_90a")[0] else None
 
 
 def wave_fill(tiles: int, sms: int) -> float:
