@@ -285,8 +285,12 @@ def test_the_cold_twin_hints_the_operand_its_grid_reads_once():
     assert cold_twin("hopper_raw", dict(split, knob_of_old=1), (4096, 128, 12288)) is None
     from agent.policy.priors import priors
 
+    # a batched split carries the hint in every mode: its slices stay in the L2 for the summing kernel
+    wg = priors("hopper_wgmma", (256, 2048, 16384), "fp32", "sm_90a", "offline")
+    assert [p["l2_evict_first"] for p in wg if p["scheduler"] == "batched"] == ["a"] * sum(
+        p["scheduler"] == "batched" for p in wg) != []
     for fam, shape in (("hopper_raw", (4096, 128, 12288)), ("hopper_raw", (64, 4096, 8192)),
-                       ("hopper_raw", (8192, 64, 8192)), ("hopper_wgmma", (256, 2048, 16384))):
+                       ("hopper_raw", (8192, 64, 8192)), ("hopper_wgmma", (256, 4096, 8192))):
         offline, server = (priors(fam, shape, "fp32", "sm_90a", mode) for mode in ("offline", "server"))
         assert [p.get("l2_evict_first", "none") for p in offline] == ["none"] * len(offline)
         drop_pdl = lambda ps: [{k: v for k, v in p.items() if k != "pdl"} for p in ps]  # a launch knob by mode
