@@ -14,21 +14,25 @@ from script_module import has_commit, load_script  # noqa: E402
 
 @pytest.mark.skipif(not has_commit("b3be6bd"), reason="a shallow clone without the commit before the 64-row cluster split")
 def test_the_64_row_split_moves_one_batch_slot_and_the_spec_times_both(tmp_path, capsys):
-    """At b3be6bd hopper_raw's slot on 4096x128x8192 held 128x128 over a 3-CTA cluster, now 64x128 over 2; the first
-    batch of 512x2048x8192 did not move. The spec holds the shared slots once and both of the moved one."""
+    """At b3be6bd hopper_raw's slot on 4096x128x8192 held 128x128 over a 3-CTA cluster, now 64x128 over 2, and the
+    wgmma batched split in the first slot now carries its cold twin's hint; the first batch of 512x2048x8192 did not
+    move. The spec holds the shared slots once and both of each moved one."""
     shapes = tmp_path / "shapes.txt"
     shapes.write_text("4096 128 8192\n512 2048 8192\n")
     spec = tmp_path / "spec.json"
     assert load_script("first_batch_ab").main(["b3be6bd", "--shapes", str(shapes), "--spec", str(spec)]) == 0
     out = capsys.readouterr().out
-    assert "1 of 2 first batches change (0 in a sample)" in out and "4096x128x8192: slots [3] differ" in out
+    assert "1 of 2 first batches change (0 in a sample)" in out and "4096x128x8192: slots [0, 3] differ" in out
     entries = json.loads(spec.read_text())
     assert {tuple(e["shape"]) for e in entries} == {(4096, 128, 8192)}
     roles = {e["role"] for e in entries}
-    assert {"old #0; new #0", "old #1; new #1", "old #2; new #2", "old #3", "new #3"} == roles
+    assert {"old #0", "new #0", "old #1; new #1", "old #2; new #2", "old #3", "new #3"} == roles
     moved = {e["role"]: e["params"] for e in entries if e["role"] in ("old #3", "new #3")}
     assert (moved["old #3"]["tile_m"], moved["old #3"]["cluster_k"]) == (128, 3)
     assert (moved["new #3"]["tile_m"], moved["new #3"]["cluster_k"]) == (64, 2)
+    hinted = {e["role"]: e["params"] for e in entries if e["role"] in ("old #0", "new #0")}
+    assert hinted["new #0"] == {**hinted["old #0"], "l2_evict_first": hinted["new #0"]["l2_evict_first"]}
+    assert hinted["old #0"].get("l2_evict_first", "none") == "none" != hinted["new #0"]["l2_evict_first"]
 
 
 def test_an_empty_sample_and_an_unknown_revision_are_clear_errors():
