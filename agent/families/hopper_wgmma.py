@@ -308,9 +308,11 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
     if arch != "sm_90a":
         return []
     # a swizzle that CUTLASS would cap or that pads the grid is refused: keep the prior, narrower
-    listed = [pricing.even_grid(sys.modules[__name__], fit_swizzle(p, shape), shape) for p in _listed_priors(shape, acc)]
+    family = sys.modules[__name__]
+    listed = [pricing.even_grid(family, fit_swizzle(p, shape), shape) for p in _listed_priors(shape, acc)]
     # a batched split's fp32 slices, written by the GEMM and read by the summing kernel, stay in the L2 where the
-    # operand read once carries evict_first: its twin read 1.033-1.057x back to back on three shapes (cold_twin)
+    # operand read once carries evict_first: its twin read 1.028x back to back, 1.034x separated and 1.084x in server
+    # mode over 12 first-batch slots on eight shapes (docs/benchmarks/data/batched_hint_ab_h200_2026-11-28_75b5ac2.json)
     return [(cold_twin(p, shape) or p) if p["scheduler"] == "batched" else p for p in listed]
 
 
