@@ -27,6 +27,19 @@ from evaluator.record import BEST_NVIDIA  # noqa: E402
 BASELINE = "cublaslt-autotune-max"
 
 
+def campaign_cmd(a: argparse.Namespace, run: str) -> list[str]:
+    """The campaign this benchmark runs (`agent.cli campaign` with the built-in model)."""
+    cmd = [sys.executable, "-m", "agent.cli", "campaign", "--shapes", a.shapes, "--model", "builtin",
+           "--budget", str(a.budget), "--acc", a.acc, "--run", run, "--runs-dir", a.runs_dir, "--no-global",
+           "--mode", a.mode, "--final-modes", a.final_modes or _final_modes(a.mode),
+           "--final-repeats", str(a.final_repeats), "--per-step", str(a.per_step), "--ncu", a.ncu]
+    if a.lanes:
+        cmd += ["--lanes", str(a.lanes)]
+    if a.gpus:  # a machine of several GPUs: one campaign over all of them (the table names each shape's GPU)
+        cmd += ["--gpus", a.gpus]
+    return cmd
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="docs/benchmarks/dev_sample.txt")
@@ -38,6 +51,7 @@ def main() -> int:
     ap.add_argument("--out", default="docs/benchmarks/data/tables")
     ap.add_argument("--per-step", type=int, default=None, help="proposals per search step (default 4)")
     ap.add_argument("--lanes", type=int, default=None, help="shapes in flight (compile parallelism)")
+    ap.add_argument("--gpus", default=None, metavar="0,1,...", help="GPU indices the campaign evaluates on (default 0)")
     ap.add_argument("--ncu", choices=["auto", "on", "off"], default="auto")
     ap.add_argument("--mode", choices=MODES, default=None,
                     help="timing mode of the search (default offline; graph: replayed from a CUDA graph, where the "
@@ -57,13 +71,7 @@ def main() -> int:
                                                                        else f"-{chosen['mode']}")
     if not a.report_only:
         vars(a).update(chosen)
-        cmd = [sys.executable, "-m", "agent.cli", "campaign", "--shapes", a.shapes, "--model", "builtin",
-               "--budget", str(a.budget), "--acc", a.acc, "--run", run, "--runs-dir", a.runs_dir, "--no-global",
-               "--mode", a.mode, "--final-modes", a.final_modes or _final_modes(a.mode),
-               "--final-repeats", str(a.final_repeats), "--per-step", str(a.per_step), "--ncu", a.ncu]
-        if a.lanes:
-            cmd += ["--lanes", str(a.lanes)]
-        rc = subprocess.run(cmd, cwd=REPO).returncode
+        rc = subprocess.run(campaign_cmd(a, run), cwd=REPO).returncode
         if rc == 2:
             return 2
     runs = [Path(a.runs_dir) / r for r in (run, *a.with_run)]
@@ -240,6 +248,7 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
                 "  where lanes outnumber GPUs"] if legacy else []),
              f"- command: `python3 scripts/bench_builtin_policy.py --shapes {a.shapes} --budget {a.budget} "
              f"--per-step {a.per_step} --acc {a.acc} --ncu {a.ncu}" + (f" --lanes {a.lanes}" if a.lanes else "")
+             + (f" --gpus {a.gpus}" if getattr(a, "gpus", None) else "")
              + ("" if search_mode == "offline" else f" --mode {search_mode}")
              + ("" if not modes or set(modes) == set(_final_modes(search_mode).split(","))
                 else f" --final-modes {','.join(m for m in dict.fromkeys([search_mode, *modes]) if m in modes)}")

@@ -477,3 +477,16 @@ def test_gpu_seconds_count_the_time_a_gpu_was_held_not_the_wait_for_it(tmp_path)
     row = next(line for line in md.splitlines() if line.startswith("| 4096 | 4096 | 4096 |"))
     cells = dict(zip((c.strip() for c in header.strip("|").split("|")), (c.strip() for c in row.strip("|").split("|"))))
     assert float(cells["GPU s"]) == pytest.approx(sum(held.values()) + 0.5, abs=0.06)
+
+
+def test_the_campaign_runs_on_the_gpus_named_and_the_agent_cli_takes_them():
+    import argparse
+
+    from agent.campaign.cli import _gpu_list
+
+    bench = _bench()
+    a = argparse.Namespace(shapes="s.txt", budget=16, acc="fp32", runs_dir="runs", mode="offline", final_modes=None,
+                           final_repeats=3, per_step=4, ncu="off", lanes=8, gpus="0,1")
+    cmd = bench.campaign_cmd(a, "r")
+    assert cmd[cmd.index("--gpus") + 1] == "0,1" and _gpu_list("0,1") == [0, 1]
+    assert "--gpus" not in bench.campaign_cmd(argparse.Namespace(**{**vars(a), "gpus": None}), "r")
