@@ -298,6 +298,22 @@ def test_the_cold_twin_hints_the_operand_its_grid_reads_once():
         assert all(families.get(fam).feasible(p, shape, "sm_90a")[0] for p in server)
 
 
+def test_a_mutated_childs_read_once_hint_follows_the_operand():
+    """The search mutates a hinted parent's other knobs: the hint moves with swap_ab to the same physical operand,
+    and goes where the child reads no operand once (more tile columns, a smaller operand); C's hints stay."""
+    from agent.families import pricing
+
+    shape = (256, 2048, 16384)  # B (64 MiB) is read once by one or two tile-rows of M
+    parent = dict(HOPPER_SLICED, swap_ab=False, tile_n=128, l2_evict_first="b")
+    assert pricing.follow_read_once(parent, shape) == parent
+    assert pricing.follow_read_once(dict(parent, swap_ab=True), shape)["l2_evict_first"] == "a"  # B is the kernel's A
+    # a 64-row tile reads B four times over M = 256
+    assert pricing.follow_read_once(dict(parent, tile_m=64), shape)["l2_evict_first"] == "none"
+    assert pricing.follow_read_once(dict(parent, swap_ab=True), (256, 2048, 4096))["l2_evict_first"] == "none"
+    raw = {"tile_m": 128, "tile_n": 128, "stages": 4, "acc": "fp32", "l2_evict_first": "bc"}
+    assert pricing.follow_read_once(raw, (4096, 4096, 4096)) == raw
+
+
 def test_pdl_is_an_sm90_launch_knob_that_keeps_earlier_identities():
     """pdl=False (the default) is left out of the canonical params: earlier candidates render the same source."""
     for mod, base in ((small, SMALL_OK), (ampere_cute, AMPERE_OK), (hopper_wgmma, HOPPER_OK)):

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Sequence
 
 from agent.families import candidate_name, canonical, full_params, get, names, normal_params, with_launch_knobs
 from agent.families.common import ARCHS, LAUNCH_DOMAIN
-from agent.families.pricing import WGMMA_PEAK
+from agent.families.pricing import WGMMA_PEAK, follow_read_once
 from . import costmodel, priors
 
 ACCS = ("fp32", "fp16")
@@ -360,7 +360,7 @@ class BuiltinPolicy:
             label = self._labels.get((fam, canonical(p)))
             p = full_params(fam, p)
             for q in _mutations(search_domain, p, rng):
-                q = mod.repair(q)
+                q = follow_read_once(mod.repair(q), shape)
                 changed = ", ".join(f"{k} {p[k]}->{q[k]}" for k in q if q[k] != p.get(k))
                 why = f"mutation of measured {math.exp(ls):.3f}x config: {changed}"
                 if label:
