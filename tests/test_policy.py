@@ -105,6 +105,17 @@ def test_seeds_from_neighbouring_shapes_are_used():
     assert any(c.rationale.startswith("seed from neighbouring shape") for c in batch)
 
 
+def test_a_seeds_read_once_hint_is_checked_against_this_shape():
+    """A neighbour's batched split hinted on its 64 MiB B: at K = 4096 that B is 16 MiB, stays in the L2, and the
+    seed and its adaptations come without the hint (pricing.follow_read_once)."""
+    seed_params = hopper_wgmma.priors((256, 2048, 16384), "fp32")[0]
+    assert seed_params["l2_evict_first"] != "none"
+    seeds = [{"family": "hopper_wgmma", "params": seed_params, "speedup": 1.05, "shape": (256, 2048, 16384)}]
+    batch = BuiltinPolicy(0).propose((256, 2048, 4096), "fp32", "sm_90a", [], n=40, seeds=seeds)
+    seeded = [c for c in batch if c.rationale.startswith("seed from neighbouring shape")]
+    assert seeded and all(c.params.get("l2_evict_first", "none") == "none" for c in seeded)
+
+
 def test_fp16_accumulation_reaches_the_families():
     batch = BuiltinPolicy(0).propose((4096, 4096, 4096), "fp16", "sm_90a", [], n=6)
     assert all(c.params.get("acc", "fp16") == "fp16" for c in batch)

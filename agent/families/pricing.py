@@ -220,8 +220,8 @@ def follow_read_once(child: dict[str, Any], shape: tuple[int, int, int]) -> dict
     """A mutated child of a config hinted on its operand read once ('a' or 'b', kernel terms): the hint follows that
     operand to what the child reads once (its letter flips with swap_ab) and goes where the child reads none once,
     since on an operand read three or more times it cost up to 7% (0.93-1.01). Other hints stay as they are."""
-    if child.get("l2_evict_first") not in ("a", "b"):
-        return child
+    if child.get("l2_evict_first") not in ("a", "b") or not {"tile_m", "tile_n"} <= child.keys():
+        return child  # nothing to follow, or a config too partial to say (its family's check refuses it later)
     hint = read_once_operand(*kernel_shape(child, shape), child["tile_m"], child["tile_n"])
     return dict(child, l2_evict_first=hint or "none")
 

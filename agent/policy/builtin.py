@@ -352,9 +352,10 @@ class BuiltinPolicy:
             why = f"seed from neighbouring shape {tuple(src) if src else '?'}"
             if s.get("speedup") is not None:
                 why += f" (speedup {float(s['speedup']):.3f})"
+            p = follow_read_once(p, shape)  # hinted for the neighbour's operand read once, maybe not for this one
             pool.append((p, why))
             for q in _mutations(search_domain, full_params(fam, p), rng)[:8]:
-                pool.append((mod.repair(q), why + ", adapted"))
+                pool.append((follow_read_once(mod.repair(q), shape), why + ", adapted"))
         best = sorted(obs[fam], key=lambda t: (-t[1], canonical(t[0])))[:4]
         for p, ls in best:
             label = self._labels.get((fam, canonical(p)))
