@@ -6,8 +6,8 @@
 Proposes each shape's first batch (`BuiltinPolicy(0).propose`, sm_90a, fp32, offline, four candidates) once with the
 code of git revision REV and once with this working tree, over --sample grid shapes drawn with --seed (each side one
 of 64 ... 16384) or the shapes of --shapes, and prints those whose batch changed. With --spec it writes a
-`scripts/sweep_configs.py --together` spec of up to --pick changed shapes outside both samples (every --pick-th of
-them, in order): the union of both batches, each entry's role naming the batch(es) and slot(s) it holds, so one
+`scripts/sweep_configs.py --together` spec of up to --pick changed shapes (every --pick-th of them, in order; of a grid
+draw only those outside both samples, of a --shapes file any, since the file names them): the union of both batches, each entry's role naming the batch(es) and slot(s) it holds, so one
 device call times the old and new batch in the same rounds. A cost-model change moves first batches too: this is
 how many, and the probe that says whether the move helps.
 """
@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shapes", type=Path, help="a shape file (M N K a line) instead of a grid sample")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--spec", type=Path, help="write a sweep_configs.py --together spec of changed shapes here")
-    ap.add_argument("--pick", type=int, default=8, help="changed shapes outside both samples in the spec")
+    ap.add_argument("--pick", type=int, default=8,
+                    help="changed shapes in the spec (of a grid draw: outside both samples)")
     ap.add_argument("--show", type=int, default=20, help="changed shapes printed at most")
     a = ap.parse_args(argv)
     if a.shapes:
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         slots = [i for i in range(max(len(o), len(n))) if o[i:i + 1] != n[i:i + 1]]
         print(f"  {'x'.join(map(str, s))}: slots {slots} differ")
     if a.spec:
-        outside = [c for c in changed if c[0] not in held]
+        outside = changed if a.shapes else [c for c in changed if c[0] not in held]
         step = max(1, len(outside) // max(a.pick, 1))
         spec = [e for s, o, n in outside[::step][: a.pick] for e in spec_for(s, o, n)]
         a.spec.write_text(json.dumps(spec, indent=1))

@@ -40,3 +40,17 @@ def test_an_empty_sample_and_an_unknown_revision_are_clear_errors():
         load_script("first_batch_ab").main(["HEAD", "--sample", "0"])
     with pytest.raises(SystemExit, match="git archive no-such-rev failed"):
         load_script("first_batch_ab").main(["no-such-rev", "--sample", "1"])
+
+
+@pytest.mark.skipif(not has_commit("595d91a"), reason="a shallow clone without the commit before the batched hint")
+def test_a_shape_file_names_its_shapes_for_the_spec_sample_shapes_too(tmp_path, capsys):
+    """256x2048x16384 is a dev-sample shape whose batched priors took the hint after 595d91a: a grid draw would keep
+    it out of the spec, a shape file that names it does not."""
+    shapes = tmp_path / "shapes.txt"
+    shapes.write_text("256 2048 16384\n")
+    spec = tmp_path / "spec.json"
+    assert load_script("first_batch_ab").main(["595d91a", "--shapes", str(shapes), "--spec", str(spec)]) == 0
+    assert "1 of 1 first batches change (1 in a sample)" in capsys.readouterr().out
+    entries = json.loads(spec.read_text())
+    assert {tuple(e["shape"]) for e in entries} == {(256, 2048, 16384)}
+    assert any(e["params"].get("l2_evict_first", "none") != "none" and e["role"].startswith("new") for e in entries)
