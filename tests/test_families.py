@@ -305,13 +305,19 @@ def test_a_mutated_childs_read_once_hint_follows_the_operand():
 
     shape = (256, 2048, 16384)  # B (64 MiB) is read once by one or two tile-rows of M
     parent = dict(HOPPER_SLICED, swap_ab=False, tile_n=128, l2_evict_first="b")
-    assert pricing.follow_read_once(parent, shape) == parent
-    assert pricing.follow_read_once(dict(parent, swap_ab=True), shape)["l2_evict_first"] == "a"  # B is the kernel's A
-    # a 64-row tile reads B four times over M = 256
-    assert pricing.follow_read_once(dict(parent, tile_m=64), shape)["l2_evict_first"] == "none"
-    assert pricing.follow_read_once(dict(parent, swap_ab=True), (256, 2048, 4096))["l2_evict_first"] == "none"
-    raw = {"tile_m": 128, "tile_n": 128, "stages": 4, "acc": "fp32", "l2_evict_first": "bc"}
-    assert pricing.follow_read_once(raw, (4096, 4096, 4096)) == raw
+    for cold in (False, True):
+        assert pricing.follow_read_once(parent, shape, cold) == parent
+        flipped = pricing.follow_read_once(dict(parent, swap_ab=True), shape, cold)
+        assert flipped["l2_evict_first"] == "a"  # B is the kernel's A
+        # a 64-row tile reads B four times over M = 256
+        assert pricing.follow_read_once(dict(parent, tile_m=64), shape, cold)["l2_evict_first"] == "none"
+        assert pricing.follow_read_once(dict(parent, swap_ab=True), (256, 2048, 4096), cold)["l2_evict_first"] == "none"
+        raw = {"tile_m": 128, "tile_n": 128, "stages": 4, "acc": "fp32", "l2_evict_first": "bc"}
+        assert pricing.follow_read_once(raw, (4096, 4096, 4096), cold) == raw
+    # off the batched split the hint pays only cold, as the priors have it
+    persistent = dict(parent, scheduler="persistent", splits=1)
+    assert pricing.follow_read_once(persistent, shape, True)["l2_evict_first"] == "b"
+    assert pricing.follow_read_once(persistent, shape, False)["l2_evict_first"] == "none"
 
 
 def test_pdl_is_an_sm90_launch_knob_that_keeps_earlier_identities():

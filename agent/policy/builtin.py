@@ -21,7 +21,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from agent.families import candidate_name, canonical, full_params, get, names, normal_params, with_launch_knobs
+from agent.families import (COLD_MODE, candidate_name, canonical, full_params, get, names, normal_params,
+                            with_launch_knobs)
 from agent.families.common import ARCHS, LAUNCH_DOMAIN
 from agent.families.pricing import WGMMA_PEAK, follow_read_once
 from . import costmodel, priors
@@ -342,6 +343,7 @@ class BuiltinPolicy:
         pool: list[tuple[dict[str, Any], str]] = []
         for p in priors.priors(fam, shape, acc, arch, self._mode):
             pool.append((p, "prior (paper §5-6: BM~M, BN~N, stages~K, swizzle stride~size)"))
+        cold = self._mode == COLD_MODE  # where a read-once hint pays on any scheduler (pricing.follow_read_once)
         for s in seeds:
             if s.get("family") != fam or not isinstance(s.get("params"), dict):
                 continue
@@ -352,16 +354,16 @@ class BuiltinPolicy:
             why = f"seed from neighbouring shape {tuple(src) if src else '?'}"
             if s.get("speedup") is not None:
                 why += f" (speedup {float(s['speedup']):.3f})"
-            p = follow_read_once(p, shape)  # hinted for the neighbour's operand read once, maybe not for this one
+            p = follow_read_once(p, shape, cold)  # hinted for the neighbour's operand read once, maybe not this one
             pool.append((p, why))
             for q in _mutations(search_domain, full_params(fam, p), rng)[:8]:
-                pool.append((follow_read_once(mod.repair(q), shape), why + ", adapted"))
+                pool.append((follow_read_once(mod.repair(q), shape, cold), why + ", adapted"))
         best = sorted(obs[fam], key=lambda t: (-t[1], canonical(t[0])))[:4]
         for p, ls in best:
             label = self._labels.get((fam, canonical(p)))
             p = full_params(fam, p)
             for q in _mutations(search_domain, p, rng):
-                q = follow_read_once(mod.repair(q), shape)
+                q = follow_read_once(mod.repair(q), shape, cold)
                 changed = ", ".join(f"{k} {p[k]}->{q[k]}" for k in q if q[k] != p.get(k))
                 why = f"mutation of measured {math.exp(ls):.3f}x config: {changed}"
                 if label:
