@@ -310,10 +310,9 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
     # a swizzle that CUTLASS would cap or that pads the grid is refused: keep the prior, narrower
     family = sys.modules[__name__]
     listed = [pricing.even_grid(family, fit_swizzle(p, shape), shape) for p in _listed_priors(shape, acc)]
-    # a batched split's fp32 slices, written by the GEMM and read by the summing kernel, stay in the L2 where the
-    # operand read once carries evict_first: its twin read 1.028x back to back, 1.034x separated and 1.084x in server
-    # mode over 12 first-batch slots on eight shapes (docs/benchmarks/data/batched_hint_ab_h200_2026-11-28_75b5ac2.json)
-    return [(cold_twin(p, shape) or p) if p["scheduler"] == "batched" else p for p in listed]
+    # the twin where its hint pays in any mode (a batched split, whose slices it keeps in the L2); server mode's
+    # searches take every prior's twin (agent.policy.priors)
+    return [(cold_twin(p, shape) or p) if pricing.read_once_hint_pays(p, cold=False) else p for p in listed]
 
 
 def prior(shape: tuple[int, int, int], acc: str) -> dict[str, Any]:

@@ -211,22 +211,33 @@ def read_once_twin(family: Any, params: dict[str, Any], shape: tuple[int, int, i
     p = family.validate(params)
     if p.get("l2_evict_first", "none") != "none":
         return None
-    hint = read_once_operand(*kernel_shape(p, shape), p["tile_m"], p["tile_n"])
+    hint = read_once_hint(p, shape)
     q = dict(p, l2_evict_first=hint)
     return q if hint and family.feasible(q, shape, "sm_90a")[0] else None
+
+
+def read_once_hint(p: dict[str, Any], shape: tuple[int, int, int]) -> str:
+    """`read_once_operand` of config `p`'s grid on `shape`, in the kernel's own terms (`kernel_shape`: 'a' is B where
+    it swaps A and B); '' where none."""
+    return read_once_operand(*kernel_shape(p, shape), p["tile_m"], p["tile_n"])
+
+
+def read_once_hint_pays(p: dict[str, Any], cold: bool) -> bool:
+    """Where a config's read-once hint is worth carrying: timed `cold` (a single call after an idle gap) on any
+    config; otherwise on a batched split only, whose fp32 slices then stay in the L2 for the summing kernel (the
+    wgmma family's: 1.028x back to back, 1.034x separated over 12 first-batch slots on eight shapes,
+    docs/benchmarks/data/batched_hint_ab_h200_2026-11-28_75b5ac2.json); elsewhere it read -5% to +2% back to back."""
+    return cold or p.get("scheduler") == "batched"
 
 
 def follow_read_once(child: dict[str, Any], shape: tuple[int, int, int], cold: bool) -> dict[str, Any]:
     """A mutated child of a config hinted on its operand read once ('a' or 'b', kernel terms): the hint follows that
     operand to what the child reads once (its letter flips with swap_ab) and goes where the child reads none once,
-    since on an operand read three or more times it cost up to 7% (0.93-1.01). Unless timed `cold` (a single call
-    after an idle gap) it stays on a batched split only, as the priors have it: elsewhere it read -5% to +2% back to
-    back. Other hints stay as they are."""
+    since on an operand read three or more times it cost up to 7% (0.93-1.01), or where it does not pay
+    (`read_once_hint_pays`). Other hints stay as they are."""
     if child.get("l2_evict_first") not in ("a", "b") or not {"tile_m", "tile_n"} <= child.keys():
         return child  # nothing to follow, or a config too partial to say (its family's check refuses it later)
-    hint = read_once_operand(*kernel_shape(child, shape), child["tile_m"], child["tile_n"])
-    if not cold and child.get("scheduler") != "batched":
-        hint = ""
+    hint = read_once_hint(child, shape) if read_once_hint_pays(child, cold) else ""
     return dict(child, l2_evict_first=hint or "none")
 
 
