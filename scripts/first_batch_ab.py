@@ -7,8 +7,9 @@ Proposes each shape's first batch (`BuiltinPolicy(0).propose`, sm_90a, fp32, off
 code of git revision REV and once with this working tree, over --sample grid shapes drawn with --seed (each side one
 of 64 ... 16384) or the shapes of --shapes, and prints those whose batch changed. With --spec it writes a
 `scripts/sweep_configs.py --together` spec of up to --pick changed shapes (every --pick-th of them, in order; of a grid
-draw only those outside both samples, of a --shapes file any, since the file names them): the union of both batches, each entry's role naming the batch(es) and slot(s) it holds, so one
-device call times the old and new batch in the same rounds. A cost-model change moves first batches too: this is
+draw only those outside both samples, of a --shapes file any, since the file names them): the union of both batches,
+each entry's role naming the batch(es) and slot(s) it holds, so one device call times the old and new batch in the
+same rounds. A cost-model change moves first batches too: this is
 how many, and the probe that says whether the move helps.
 """
 from __future__ import annotations
