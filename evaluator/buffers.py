@@ -28,17 +28,9 @@ class OperandSet:
     def args(self) -> tuple[int, int, int, int]:
         return self.ptr["A"], self.ptr["B"], self.ptr["Bc"], self.ptr["C"]
 
-    def fill(self, kind: str, seed: int, scrub: "Scrub | None" = None) -> None:
-        """kind: normal | binary | honesty. B_col_major is always derived from B. With `scrub` (normal inputs, the
-        same contents), B, B_col_major and C's poison are written first and the L2 is scrubbed before A is."""
+    def fill(self, kind: str, seed: int) -> None:
+        """kind: normal | binary | honesty. B_col_major is always derived from B."""
         nat, m, n, k = self.nat, self.m, self.n, self.k
-        if kind == "normal" and scrub is not None:
-            nat.ok("fill_normal", self.ptr["B"], k * n, seed ^ 0x5BD1E995, 1.0)
-            nat.ok("transpose", self.ptr["B"], self.ptr["Bc"], k, n)
-            self.poison_output()
-            scrub.run()
-            nat.ok("fill_normal", self.ptr["A"], m * k, seed, 1.0)
-            return
         if kind == "normal":
             nat.ok("fill_normal", self.ptr["A"], m * k, seed, 1.0)
             nat.ok("fill_normal", self.ptr["B"], k * n, seed ^ 0x5BD1E995, 1.0)
@@ -55,6 +47,19 @@ class OperandSet:
             for name in ("A", "B", "Bc"):
                 nat.ok("copy", self.ptr[name + "_snap"], self.ptr[name], 2 * self.sizes[name])
         self.poison_output()
+
+    def fill_weights(self, seed: int) -> None:
+        """The first half of a normal fill split around an L2 scrub (PRELUDES' "activations"): B, B_col_major and
+        C's poison, the same contents `fill("normal", seed)` writes; `fill_activations(seed)` writes A after the
+        scrub. A set with snapshots is refused: copying them after the scrub would load what it evicted."""
+        if "A_snap" in self.ptr:
+            raise ValueError("a set with input snapshots cannot be filled around a scrub")
+        self.nat.ok("fill_normal", self.ptr["B"], self.k * self.n, seed ^ 0x5BD1E995, 1.0)
+        self.nat.ok("transpose", self.ptr["B"], self.ptr["Bc"], self.k, self.n)
+        self.poison_output()
+
+    def fill_activations(self, seed: int) -> None:
+        self.nat.ok("fill_normal", self.ptr["A"], self.m * self.k, seed, 1.0)
 
     def poison_output(self) -> None:
         self.nat.ok("fill_value", self.ptr["C"], self.m * self.n, HALF_NAN_POISON)
@@ -231,13 +236,19 @@ class OperandPool:
         that a server-mode gap that follows is idle. `prelude` (PRELUDES) decides what the L2 holds afterwards."""
         if prelude not in PRELUDES:
             raise ValueError(f"unknown prelude {prelude!r}; known: {', '.join(PRELUDES)}")
-        scrub = None
+        sets = list(enumerate(self.sets[:max(1, min(used, self.count))]))
         if prelude == "activations":
+            # every set's weights, one scrub, then every set's A: a later set's scrub would evict an earlier A
             if self._scrub is None:
                 self._scrub = Scrub(self.nat)
-            scrub = self._scrub
-        for i, s in enumerate(self.sets[:max(1, min(used, self.count))]):
-            s.fill("normal", seed * 7919 + i, scrub)
+            for i, s in sets:
+                s.fill_weights(seed * 7919 + i)
+            self._scrub.run()
+            for i, s in sets:
+                s.fill_activations(seed * 7919 + i)
+        else:
+            for i, s in sets:
+                s.fill("normal", seed * 7919 + i)
         self.nat.ok("sync")
 
     def spot_check(self, used: int, seed: int, samples: int = SPOT_SAMPLES) -> dict:

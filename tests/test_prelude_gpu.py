@@ -6,7 +6,7 @@ pytestmark = pytest.mark.gpu
 
 
 def test_activations_prelude_writes_what_the_refill_writes():
-    from evaluator.buffers import OperandPool, Scrub
+    from evaluator.buffers import OperandPool, OperandSet, Scrub
     from evaluator.gpu import native_arch
     from evaluator.native import Native, build
 
@@ -21,7 +21,7 @@ def test_activations_prelude_writes_what_the_refill_writes():
                 assert nat.count_diff(a.ptr[name], b.ptr[name], a.sizes[name]) == 0, name
         assert plain._scrub is None and isinstance(cold._scrub, Scrub)
         assert 2 * cold._scrub.halves >= 4 * nat.info()["l2_bytes"] > 0
-        assert cold._scrub.runs == 2  # one scrub per set, between its weights and its A
+        assert cold._scrub.runs == 1  # one scrub a batch, between every set's weights and every set's A
         cold.refill(1, 12, "activations")
         assert nat.count_diff(plain.first.ptr["A"], cold.first.ptr["A"], plain.first.sizes["A"]) > 0  # a new draw
         with pytest.raises(ValueError, match="unknown prelude"):
@@ -31,7 +31,13 @@ def test_activations_prelude_writes_what_the_refill_writes():
         assert view._scrub is not None and view._scrub is not cold._scrub
         view.free()  # its own scrub only: the pool's still scrubs
         cold.refill(1, 15, "activations")
-        assert cold._scrub.runs == 4 and cold.sets and cold._scrub.handle is not None
+        assert cold._scrub.runs == 3 and cold.sets and cold._scrub.handle is not None
+        checked = OperandSet(nat, *shape)  # snapshots, as the checks' sets have them
+        try:
+            with pytest.raises(ValueError, match="snapshots"):
+                checked.fill_weights(16)
+        finally:
+            checked.free()
     finally:
         plain.free()
         cold.free()
