@@ -1580,3 +1580,18 @@ def test_a_server_mode_search_starts_from_cold_twins_and_moves_on_from_them():
             assert raw and all(p["l2_evict_first"] == "b" for p in raw)
         history += [_record(c, shape) for c in batch]
     assert len({(h["family"], str(sorted(h["params"].items()))) for h in history}) == len(history) == 12
+
+
+@pytest.mark.parametrize("shape", [(264, 2112, 13440), (272, 1792, 13696), (312, 1728, 5824)])
+def test_a_listed_prior_priced_far_behind_its_family_gives_up_its_reserved_slot(shape):
+    # 128x256 over 3 tile-rows at long K leaves most SMs idle: 0.22-0.27 of best NVIDIA where split K read 0.71-0.76
+    # in the same rounds (H200, docs/benchmarks/data/mid_fill_ab_h200_2026-11-28_ea70790.json); the model priced it
+    # 2.6-3.5x slower than the family's best, yet the listed order put it first
+    listed = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a", "offline")
+    base = {k: listed[0][k] for k in ("tile_m", "tile_n", "scheduler", "splits")}
+    assert base == {"tile_m": 128, "tile_n": 256, "scheduler": "persistent", "splits": 1}
+    batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], n=4)
+    wgmma = [c for c in batch if c.family == "hopper_wgmma"]
+    assert wgmma and not any({k: c.params[k] for k in base} == base for c in wgmma)
+    est = [costmodel.estimate_us("hopper_wgmma", c.params, shape, "sm_90a") for c in wgmma]
+    assert max(est) <= 2.0 * min(est)
