@@ -273,6 +273,11 @@ def test_the_cold_twin_hints_the_operand_its_grid_reads_once():
     twin = cold_twin("hopper_wgmma", sliced, (256, 2048, 16384))
     assert twin["l2_evict_first"] == "b" and hopper_wgmma.feasible(twin, (256, 2048, 16384), "sm_90a")[0]
     assert cold_twin("hopper_wgmma", HOPPER_SLICED, (4096, 128, 12288))["l2_evict_first"] == "b"  # A, the kernel's B
+    # a batched split hints from 8 MiB (its slices stay in the L2 either way); an unsplit grid from 32 MiB
+    assert pricing.read_once_operand(64, 1024, 4096, 64, 64, pricing.BATCHED_READ_ONCE_MIN_BYTES) == "b"  # 8 MiB
+    assert pricing.read_once_hint(dict(sliced, swap_ab=False), (256, 1024, 8192)) == "b"  # 16 MiB of B, two rows
+    assert pricing.read_once_hint(dict(sliced, swap_ab=False, scheduler="persistent", splits=1),
+                                  (256, 1024, 8192)) == ""
     assert cold_twin("hopper_wgmma", HOPPER_OK, (4096, 4096, 4096)) is None  # every operand read many times
     assert cold_twin("hopper_wgmma", twin, (256, 2048, 16384)) is None
     assert hopper_wgmma.render(dict(HOPPER_OK, l2_evict_first="none")) == hopper_wgmma.render(HOPPER_OK)
@@ -311,7 +316,8 @@ def test_a_mutated_childs_read_once_hint_follows_the_operand():
         assert flipped["l2_evict_first"] == "a"  # B is the kernel's A
         # a 64-row tile reads B four times over M = 256
         assert pricing.follow_read_once(dict(parent, tile_m=64), shape, cold)["l2_evict_first"] == "none"
-        assert pricing.follow_read_once(dict(parent, swap_ab=True), (256, 2048, 4096), cold)["l2_evict_first"] == "none"
+        # 4 MiB of B, under even a batched split's floor
+        assert pricing.follow_read_once(dict(parent, swap_ab=True), (256, 2048, 1024), cold)["l2_evict_first"] == "none"
         raw = {"tile_m": 128, "tile_n": 128, "stages": 4, "acc": "fp32", "l2_evict_first": "bc"}
         assert pricing.follow_read_once(raw, (4096, 4096, 4096), cold) == raw
     # off the batched split the hint pays only cold, as the priors have it

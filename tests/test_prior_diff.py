@@ -25,8 +25,9 @@ def test_the_working_tree_against_its_own_head_changes_nothing_it_has_not_edited
 def test_the_one_wave_tiles_show_up_against_the_commit_before_them(capsys):
     load_script("prior_diff").main(["8f4336c", "--families", "hopper_wgmma", "--random", "0", "--show", "100"])
     out = capsys.readouterr().out
-    # the two in a sample are the skinny long-K shapes whose batched split took its cold twin's hint (551a711)
-    assert "of 1000 grid shapes" in out and "2 of them in a sample" in out
+    # the five in a sample are those whose batched split took its cold twin's hint: two skinny long-K shapes
+    # (551a711), and three whose operand read once takes 8-32 MiB (the batched split's floor since)
+    assert "of 1000 grid shapes" in out and "5 of them in a sample" in out
     assert "12288x256x12288 hopper_wgmma: ['256x192s/coop/pers', '128x256/coop/pers'] -> " \
            "['128x192s/coop/pers', '128x192s/ping/pers']" in out
 

@@ -192,15 +192,19 @@ def b_outgrows_l2(shape: tuple[int, int, int]) -> bool:
 # and slice_pass_ab_and_n128_hints_h200_2026-11-28_6ab06e0.json) the hint read 1.06-1.22x in server mode (median
 # 1.15x), 0.954-1.024x back to back and 0.962-1.029x separated; at 24 MiB 1.02x; on the other operand 0.95-1.01x.
 READ_ONCE_MIN_BYTES = 32 * 2 ** 20
+# A batched split hints for its slices' sake, not the operand's: with 8-16 MiB read once the hint read 1.018x back
+# to back, 1.034x separated and 1.016x in server mode (five shapes, 0.990-1.061x; H200,
+# docs/benchmarks/data/batched_hint_below_32mib_h200_2026-11-28_ea70790.json)
+BATCHED_READ_ONCE_MIN_BYTES = 8 * 2 ** 20
 READ_ONCE_MAX_PASSES = 2
 
 
-def read_once_operand(m: int, n: int, k: int, tile_m: int, tile_n: int) -> str:
-    """'a' or 'b': the larger operand of at least READ_ONCE_MIN_BYTES that a grid of tile_m x tile_n tiles over M x N
-    reads at most READ_ONCE_MAX_PASSES times (A once per tile column, B once per tile row); '' where neither is."""
+def read_once_operand(m: int, n: int, k: int, tile_m: int, tile_n: int, min_bytes: int = READ_ONCE_MIN_BYTES) -> str:
+    """'a' or 'b': the larger operand of at least `min_bytes` that a grid of tile_m x tile_n tiles over M x N reads
+    at most READ_ONCE_MAX_PASSES times (A once per tile column, B once per tile row); '' where neither is."""
     found = [(nbytes, x) for nbytes, x, passes in ((2 * m * k, "a", ceil_div(n, tile_n)),
                                                    (2 * n * k, "b", ceil_div(m, tile_m)))
-             if passes <= READ_ONCE_MAX_PASSES and nbytes >= READ_ONCE_MIN_BYTES]
+             if passes <= READ_ONCE_MAX_PASSES and nbytes >= min_bytes]
     return max(found)[1] if found else ""
 
 
@@ -219,7 +223,8 @@ def read_once_twin(family: Any, params: dict[str, Any], shape: tuple[int, int, i
 def read_once_hint(p: dict[str, Any], shape: tuple[int, int, int]) -> str:
     """`read_once_operand` of config `p`'s grid on `shape`, in the kernel's own terms (`kernel_shape`: 'a' is B where
     it swaps A and B); '' where none."""
-    return read_once_operand(*kernel_shape(p, shape), p["tile_m"], p["tile_n"])
+    floor = BATCHED_READ_ONCE_MIN_BYTES if p.get("scheduler") == "batched" else READ_ONCE_MIN_BYTES
+    return read_once_operand(*kernel_shape(p, shape), p["tile_m"], p["tile_n"], floor)
 
 
 def read_once_hint_pays(p: dict[str, Any], cold: bool) -> bool:
@@ -239,6 +244,12 @@ def follow_read_once(child: dict[str, Any], shape: tuple[int, int, int], cold: b
         return child  # nothing to follow, or a config too partial to say (its family's check refuses it later)
     hint = read_once_hint(child, shape) if read_once_hint_pays(child, cold) else ""
     return dict(child, l2_evict_first=hint or "none")
+
+
+def splits_k(p: dict[str, Any]) -> bool:
+    """Whether a config of any family shares a tile's K among CTAs or launches (split-K, stream-K, a cluster split)."""
+    return (p.get("splits", 1) > 1 or p.get("split_k", 1) > 1 or p.get("cluster_k", 1) > 1
+            or p.get("scheduler") in ("streamk", "batched") or p.get("grid") == "streamk")
 
 
 def wave_fill(tiles: int, sms: int) -> float:

@@ -24,15 +24,15 @@ from typing import Any, Iterable, Sequence
 from agent.families import (COLD_MODE, candidate_name, canonical, full_params, get, names, normal_params,
                             with_launch_knobs)
 from agent.families.common import ARCHS, LAUNCH_DOMAIN
-from agent.families.pricing import WGMMA_PEAK, follow_read_once
+from agent.families.pricing import WGMMA_PEAK, follow_read_once, splits_k
 from . import costmodel, priors
 
 ACCS = ("fp32", "fp16")
 RANDOM_SAMPLE = 160
 KNN = 5
-# A listed prior the cost model prices at more than this times the family's fastest candidate gives up its reserved
-# slot: over the probe files' 775 shape groups, 117 measured rows sat beyond 2x their group's best estimate and 2 of
-# them came within 3% of the group's best (scratch analysis in docs/design/builtin_policy.md, "Listed priors")
+# An unsplit listed prior the cost model prices at more than this times the family's fastest candidate gives up its
+# reserved slot (docs/design/builtin_policy.md, "Selection"): its price is tile and wave arithmetic, which held; the
+# model's prices of split schedules on small outputs missed by more than 2x
 PRIOR_GAP = 2.0
 # checks that compare the output's error with the same-class baselines': failing one says the numerics are too coarse,
 # not that the code is wrong, so at fp16 the same config with fp32 accumulators is still worth a slot
@@ -240,11 +240,12 @@ class BuiltinPolicy:
                 # lists put first what measured best on similar shapes, which the analytic model does not know.
                 order = {canonical(normal_params(fam, p)): i
                          for i, p in enumerate(priors.priors(fam, shape, acc, arch, self._mode))}
-                # ... unless the model prices one far behind the family's best: a 128x256 tile over 3 tile-rows
-                # of K = 13440 leaves 105 SMs idle (0.23 of NVIDIA, where split K reached 0.50)
+                # ... but an unsplit one the model prices far behind the family's best: a 128x256 tile over 3
+                # tile-rows at K = 13440 leaves 105 SMs idle (0.24 of NVIDIA, where split K read 0.50)
                 fastest = min((costmodel.estimate_us(fam, r[2], shape, arch) for r in ranked), default=0.0)
                 listed = sorted((r for r in ranked if r[3].startswith("prior") and canonical(r[2]) in order
-                                 and costmodel.estimate_us(fam, r[2], shape, arch) <= PRIOR_GAP * fastest),
+                                 and (splits_k(r[2])
+                                      or costmodel.estimate_us(fam, r[2], shape, arch) <= PRIOR_GAP * fastest)),
                                 key=lambda r: order[canonical(r[2])])
                 reserved = listed[: max(1, slots[fam] // 2)]
                 ranked = reserved + [r for r in ranked if r not in reserved]
