@@ -1584,7 +1584,7 @@ def test_a_server_mode_search_starts_from_cold_twins_and_moves_on_from_them():
 
 @pytest.mark.parametrize("shape", [(264, 2112, 13440), (272, 1792, 13696), (312, 1728, 5824)])
 def test_a_listed_prior_priced_far_behind_its_family_gives_up_its_reserved_slot(shape):
-    # 128x256 over 3 tile-rows at long K leaves most SMs idle: 0.22-0.27 of best NVIDIA where split K read 0.71-0.76
+    # 128x256 over 3 tile-rows at long K leaves most SMs idle: 0.22-0.27 of best NVIDIA where split K read 0.50-0.76
     # in the same rounds (H200, docs/benchmarks/data/mid_fill_ab_h200_2026-11-28_ea70790.json); the model priced it
     # 2.6-3.5x slower than the family's best, yet the listed order put it first
     listed = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a", "offline")
