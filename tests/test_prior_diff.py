@@ -23,7 +23,7 @@ def test_the_working_tree_against_its_own_head_changes_nothing_it_has_not_edited
 
 @pytest.mark.skipif(not has_commit("8f4336c"), reason="a shallow clone without the commit before the one-wave tiles")
 def test_the_one_wave_tiles_show_up_against_the_commit_before_them(capsys):
-    load_script("prior_diff").main(["8f4336c", "--families", "hopper_wgmma", "--random", "0", "--show", "100"])
+    load_script("prior_diff").main(["8f4336c", "--families", "hopper_wgmma", "--random", "0", "--show", "200"])
     out = capsys.readouterr().out
     # the five in a sample are those whose batched split took its cold twin's hint: two skinny long-K shapes
     # (551a711), and three whose operand read once takes 8-32 MiB (the batched split's floor since)
