@@ -193,8 +193,8 @@ def b_outgrows_l2(shape: tuple[int, int, int]) -> bool:
 # 1.15x), 0.954-1.024x back to back and 0.962-1.029x separated; at 24 MiB 1.02x; on the other operand 0.95-1.01x.
 READ_ONCE_MIN_BYTES = 32 * 2 ** 20
 # A batched split hints for its slices' sake, not the operand's: with 8-16 MiB read once the hint read 1.018x back
-# to back, 1.034x separated and 1.016x in server mode (five shapes, 0.990-1.061x; H200,
-# docs/benchmarks/data/batched_hint_below_32mib_h200_2026-11-28_ea70790.json)
+# to back, 1.034x separated and 1.016x in server mode (five shapes, 0.990-1.061x, another process on the same GPU;
+# H200, docs/benchmarks/data/batched_hint_below_32mib_h200_2026-11-28_ea70790.json)
 BATCHED_READ_ONCE_MIN_BYTES = 8 * 2 ** 20
 READ_ONCE_MAX_PASSES = 2
 
