@@ -2,8 +2,14 @@
 # default, from scripts/fetch_device_wheels.sh) into /tmp/site and exports what the project needs there. Without
 # wheels the Python environment is used as it is (a machine set up with scripts/setup.sh).
 if compgen -G "${WHEELS:-.whl}/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    "${WHEELS:-.whl}"/*.whl || return 1
+  # installed once per machine: a second install (a script sourcing this again, beside a running job) rewrites
+  # /tmp/site under that job, whose nvcc then misses CUTLASS headers
+  stamp=$(ls -l "${WHEELS:-.whl}"/*.whl | md5sum | cut -d' ' -f1)
+  if [ "$(cat /tmp/site/.cudal2-wheels 2>/dev/null)" != "$stamp" ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+      "${WHEELS:-.whl}"/*.whl || return 1
+    echo "$stamp" > /tmp/site/.cudal2-wheels
+  fi
   export PYTHONPATH=/tmp/site:$PWD
 else
   echo "device_env: no wheels in ${WHEELS:-.whl}/, so the installed packages are used" >&2
