@@ -32,9 +32,10 @@ class OperandSet:
         """kind: normal | binary | honesty. B_col_major is always derived from B."""
         nat, m, n, k = self.nat, self.m, self.n, self.k
         if kind == "normal":
-            nat.ok("fill_normal", self.ptr["A"], m * k, seed, 1.0)
-            nat.ok("fill_normal", self.ptr["B"], k * n, seed ^ 0x5BD1E995, 1.0)
-        elif kind == "binary":
+            self.fill_activations(seed)
+            self._weights(seed)
+            return
+        if kind == "binary":
             p = binary_probability(k)
             nat.ok("fill_binary", self.ptr["A"], m * k, seed, p)
             nat.ok("fill_binary", self.ptr["B"], k * n, seed ^ 0x5BD1E995, p)
@@ -42,24 +43,30 @@ class OperandSet:
             nat.ok("fill_honesty", self.ptr["A"], self.ptr["B"], m, n, k, seed)
         else:
             raise ValueError(kind)
-        nat.ok("transpose", self.ptr["B"], self.ptr["Bc"], k, n)
-        if "A_snap" in self.ptr:
-            for name in ("A", "B", "Bc"):
-                nat.ok("copy", self.ptr[name + "_snap"], self.ptr[name], 2 * self.sizes[name])
-        self.poison_output()
+        self._derive()
 
     def fill_weights(self, seed: int) -> None:
         """The first half of a normal fill split around an L2 scrub (PRELUDES' "activations"): B, B_col_major and
         C's poison, the same contents `fill("normal", seed)` writes; `fill_activations(seed)` writes A after the
-        scrub. A set with snapshots is refused: copying them after the scrub would load what it evicted."""
+        scrub. A set with snapshots is refused: they would be taken before A is written."""
         if "A_snap" in self.ptr:
             raise ValueError("a set with input snapshots cannot be filled around a scrub")
-        self.nat.ok("fill_normal", self.ptr["B"], self.k * self.n, seed ^ 0x5BD1E995, 1.0)
-        self.nat.ok("transpose", self.ptr["B"], self.ptr["Bc"], self.k, self.n)
-        self.poison_output()
+        self._weights(seed)
 
     def fill_activations(self, seed: int) -> None:
         self.nat.ok("fill_normal", self.ptr["A"], self.m * self.k, seed, 1.0)
+
+    def _weights(self, seed: int) -> None:
+        self.nat.ok("fill_normal", self.ptr["B"], self.k * self.n, seed ^ 0x5BD1E995, 1.0)
+        self._derive()
+
+    def _derive(self) -> None:
+        """What follows the inputs: B_col_major from B, the snapshots where the set keeps them, C's poison."""
+        self.nat.ok("transpose", self.ptr["B"], self.ptr["Bc"], self.k, self.n)
+        if "A_snap" in self.ptr:
+            for name in ("A", "B", "Bc"):
+                self.nat.ok("copy", self.ptr[name + "_snap"], self.ptr[name], 2 * self.sizes[name])
+        self.poison_output()
 
     def poison_output(self) -> None:
         self.nat.ok("fill_value", self.ptr["C"], self.m * self.n, HALF_NAN_POISON)
