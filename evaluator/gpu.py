@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import shutil
 import subprocess
 import sys
@@ -76,12 +77,37 @@ def device_name(device: int = 0) -> str:
     return buf.value.decode()
 
 
+def device_uuid(device: int = 0) -> str | None:
+    """The UUID (as nvidia-smi spells it) of the GPU this process sees as `device`, read through CUDA, which counts
+    only the GPUs CUDA_VISIBLE_DEVICES leaves; None where the driver cannot say."""
+    lib = _driver()
+    if lib is None or device_count() <= device:
+        return None
+    fn = getattr(lib, "cuDeviceGetUuid_v2", None) or getattr(lib, "cuDeviceGetUuid", None)
+    raw = (ctypes.c_ubyte * 16)()
+    if fn is None or fn(raw, device) != 0:
+        return None
+    h = bytes(raw).hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def visible_token(gpu: int) -> str:
+    """CUDA_VISIBLE_DEVICES for a child process that is to use this process's GPU `gpu`: that entry of this process's
+    own list (under CUDA_VISIBLE_DEVICES=1 GPU 0 here is the machine's GPU 1), or `gpu` itself where the list has no
+    such entry (a Ray actor passes the id it was given, beyond its one-entry list)."""
+    visible = [t.strip() for t in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if t.strip()]
+    return visible[gpu] if 0 <= gpu < len(visible) else str(gpu)
+
+
 def nvidia_smi_query(fields: str, device: int = 0) -> list[str]:
-    """Fields from nvidia-smi (clocks, driver); empty where nvidia-smi is missing."""
+    """Fields from nvidia-smi (clocks, driver) of the GPU this process sees as `device`; empty where nvidia-smi is
+    missing. nvidia-smi numbers every GPU of the machine whatever CUDA_VISIBLE_DEVICES says, so it is asked by UUID:
+    by index, a worker on the machine's GPU 1 read GPU 0's UUID, clocks and power."""
     if not shutil.which("nvidia-smi"):
         return []
     try:
-        out = subprocess.run(["nvidia-smi", f"--id={device}", f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
+        out = subprocess.run(["nvidia-smi", f"--id={device_uuid(device) or device}", f"--query-gpu={fields}",
+                              "--format=csv,noheader,nounits"],
                              capture_output=True, text=True, timeout=20).stdout
     except (OSError, subprocess.TimeoutExpired):
         return []

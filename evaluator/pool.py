@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from evaluator import record as R
+from evaluator.gpu import visible_token
 
 
 class WorkerDied(Exception):
@@ -45,7 +46,7 @@ class WorkerProcess:
     def __init__(self, gpu: int, native_so: str, start_timeout: float = 180.0, argv: list[str] | None = None):
         self.gpu = gpu
         argv = argv or [sys.executable, "-m", "evaluator.worker", "--native", native_so]
-        env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(gpu), PYTHONUNBUFFERED="1")
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=visible_token(gpu), PYTHONUNBUFFERED="1")
         self.stderr_file = tempfile.NamedTemporaryFile(prefix=f"cudal2-worker{gpu}-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(argv,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr_file,

@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from evaluator.gpu import visible_token
 from evaluator.proc import run_in_group
 from evaluator import ncu_parse as P
 from evaluator.bottleneck import bottleneck
@@ -79,7 +80,9 @@ class _GpuLock:
     """One ncu at a time per GPU across processes: two profilers on one GPU compete for its counters."""
 
     def __init__(self, gpu: int, timeout: float):
-        self.path, self.timeout, self.f = _cache_root() / f"gpu{gpu}.lock", timeout, None
+        # named by the machine's GPU, not this process's index of it: two processes under different
+        # CUDA_VISIBLE_DEVICES share a lock only where they share the GPU
+        self.path, self.timeout, self.f = _cache_root() / f"gpu{visible_token(gpu)}.lock", timeout, None
 
     def __enter__(self) -> bool:
         self.f = open(self.path, "w")
@@ -127,7 +130,7 @@ def profile_target(target: str, shape, native_so: str, acc: str = "fp32", timeou
         return unavailable("no CUDA GPU visible: nothing to profile")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        env["CUDA_VISIBLE_DEVICES"] = visible_token(gpu)
     metrics = P.metric_names()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="cudal2-ncu-") as tmp, _GpuLock(gpu or 0, timeout) as locked:

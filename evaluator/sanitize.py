@@ -12,6 +12,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from evaluator.gpu import visible_token
 from evaluator.proc import run_in_group
 from evaluator.record import CheckOutcome
 
@@ -21,7 +22,7 @@ TOOLS = ("memcheck", "racecheck")
 def run_sanitizers(so_path: str, shape, native_so: str, timeout: float = 900.0,
                    gpu: int | None = None) -> list[CheckOutcome]:
     exe = shutil.which("compute-sanitizer")
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(gpu)) if gpu is not None else None
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=visible_token(gpu)) if gpu is not None else None
     out = []
     for tool in TOOLS:
         name = f"sanitizer_{tool}"
