@@ -277,8 +277,26 @@ def collect_rows(run_dir: str | Path) -> list[ShapeRow]:
             rows.append(ShapeRow(mode=mode, result=res, kernel_path=win.kernel_path, variant_id=win.id,
                                  proposer=win.proposer, final=mode in passed,
                                  extra={"final_speedups": spread, "final_failed": failed.get(mode, []),
+                                        "final_spread": time_spread(passed.get(mode, [])),
                                         "mode_winner": win.id != best.id}, **common))
     return rows
+
+
+def time_spread(results: list[EvalResult]) -> tuple[float, float] | None:
+    """Over one kernel's evaluations in one mode: how far the fastest baseline's median time and the kernel's moved
+    (max / min of each), or None below two evaluations."""
+    pairs = [(min(t.median_us for t in r.baselines.values()), r.candidate.median_us)
+             for r in results if r.candidate and r.baselines]
+    if len(pairs) < 2:
+        return None
+    return tuple(max(x) / min(x) for x in zip(*pairs))
+
+
+def baselines_moved(row: ShapeRow, moved: float = 1.05, times: float = 3.0) -> bool:
+    """The NVIDIA baselines moved between the final evaluations, and much further than the kernel: its figure then
+    depends on which evaluation is the median (server finals of small shapes, docs/evaluator.md)."""
+    spread = row.extra.get("final_spread")
+    return bool(spread) and spread[0] >= moved and spread[0] - 1 >= times * (spread[1] - 1)
 
 
 def median_measurement(results: list[EvalResult]) -> tuple[EvalResult, list[float]]:

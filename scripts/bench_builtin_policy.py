@@ -197,7 +197,7 @@ def figures_by_gpu(rows) -> str:
 def summarise_run(run_dirs: Path | list[Path], a) -> str:
     from agent.campaign.archive import Archive
     from agent.campaign.driver import TOURNAMENT_ROUNDS
-    from agent.report import collect_rows, summarise, untimed
+    from agent.report import baselines_moved, collect_rows, summarise, untimed
 
     run_dirs = [run_dirs] if isinstance(run_dirs, Path) else list(run_dirs)
     # (gpu, acc, shape, mode) -> (row, its run's archive); a later run replaces an earlier one's shape in every mode
@@ -267,6 +267,7 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
         # a run stopped part-way through its finals: shapes with no row in this mode, or fewer evaluations than asked
         absent = sorted({r.shape for r in rows} - {r.shape for r in sel})
         short = [r for r in sel if not _awaiting_final(r) and _final_count(r) < want]
+        moved = [r for r in sel if baselines_moved(r)]
         big = _big(sel, BASELINE)
         best, best_big = summarise(sel, BEST_NVIDIA), _big(sel, BEST_NVIDIA)
         # the evaluator always times cuBLASLt-AutoTuning: a correct kernel without that figure is a fault to show,
@@ -285,6 +286,10 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
                      + ", ".join("×".join(map(str, sh)) for sh in absent) + ".**", ""] if absent else []),
                   *([f"**{len(short)} shapes (marked †) have fewer than {want} final evaluations so far.**", ""]
                     if short else []),
+                  *([f"**{len(moved)} shapes (marked ‡): the fastest NVIDIA baseline's time moved by 5% or more "
+                     "between the final evaluations, three times as far as the kernel's or more, so the figure "
+                     "depends on which evaluation is the median (docs/evaluator.md, server mode).**", ""]
+                    if moved else []),
                   *([f"**{len(unbased)} shapes have a correct kernel but no {BASELINE} figure and are left out "
                      "of the figures above: " + ", ".join("×".join(map(str, sh)) for sh in unbased) + ".**", ""]
                     if unbased else []),
@@ -309,7 +314,7 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
             figure = dict(tour["figures"]).get(r.variant_id) if tour else None
             if figure is not None:  # the winner's figure in the tournament that chose it
                 search += f" · T {_f(figure)}"
-            mark = " *" if _awaiting_final(r) else (" †" if r in short else "")
+            mark = (" *" if _awaiting_final(r) else (" †" if r in short else "")) + (" ‡" if r in moved else "")
             finals = " / ".join([*(_f(s) for s in r.extra.get("final_speedups", [])),
                                  *(f"**{s}**" for s in r.extra.get("final_failed", []))]) or "-"
             lines.append(f"| {r.shape[0]} | {r.shape[1]} | {r.shape[2]} | {_f(r.speedup(BASELINE))}{mark} | {_ci(r)} | "

@@ -277,6 +277,37 @@ def test_repeated_finals_report_the_median_evaluation_and_all_of_them(tmp_path):
     assert c["final measurements"] == " / ".join(f"{s:.3f}" for s in sorted(speedups))
 
 
+def _retimed(r, base: float, kernel: float):
+    """The same evaluation with every baseline's median time scaled by `base` and the kernel's by `kernel`."""
+    d = r.to_dict()
+    for t in d["baselines"].values():
+        t["median_us"] *= base
+    d["candidate"]["median_us"] *= kernel
+    return EvalResult.from_dict(d)
+
+
+def test_finals_whose_baselines_moved_and_the_kernel_held_are_marked(tmp_path):
+    """Server finals of small shapes saw every NVIDIA baseline slower by 10-16% in one of three evaluations while the
+    kernel held (docs/evaluator.md): the figure then depends on which one is the median, and the table says so."""
+    from agent.campaign.db import CampaignDB
+    from agent.report import collect_rows
+
+    run, _, _ = _run(tmp_path)
+    args = argparse.Namespace(acc="fp32", shapes="shapes.txt", budget=3, per_step=3, ncu="off", lanes=None)
+    best = Archive(run / "archive.sqlite").ranked("H200", "fp32", SHAPE)[0]
+    cdb = CampaignDB(run / "campaign.sqlite")
+    for rep, (base, kernel) in enumerate([(1.0, 1.0), (1.14, 1.0), (1.0, 1.01)]):
+        cdb.put_final("H200", "fp32", SHAPE, "server", best.id, best.source_hash, _retimed(best.result, base, kernel), rep)
+    for rep, (base, kernel) in enumerate([(1.0, 1.0), (1.14, 1.13), (1.01, 1.0)]):  # both moved: clock, not baselines
+        cdb.put_final("H200", "fp32", SHAPE, "offline", best.id, best.source_hash, _retimed(best.result, base, kernel), rep)
+    spread = {r.mode: r.extra["final_spread"] for r in collect_rows(run)}
+    assert spread["server"] == pytest.approx((1.14, 1.01)) and spread["offline"] == pytest.approx((1.14, 1.13))
+    md = _bench().summarise_run(run, args)
+    server, offline = md.split("## server")[1], md.split("## offline")[1].split("## ")[0]
+    assert "1 shapes (marked ‡)" in server and _row(server, SHAPE)[3].endswith("‡")
+    assert "‡" not in offline
+
+
 def test_a_final_evaluation_that_failed_a_check_is_shown_not_dropped(tmp_path):
     from agent.campaign.db import CampaignDB
     from agent.report import collect_rows, write_report
