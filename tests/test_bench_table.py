@@ -297,9 +297,11 @@ def test_finals_whose_baselines_moved_and_the_kernel_held_are_marked(tmp_path):
     best = Archive(run / "archive.sqlite").ranked("H200", "fp32", SHAPE)[0]
     cdb = CampaignDB(run / "campaign.sqlite")
     for rep, (base, kernel) in enumerate([(1.0, 1.0), (1.14, 1.0), (1.0, 1.01)]):
-        cdb.put_final("H200", "fp32", SHAPE, "server", best.id, best.source_hash, _retimed(best.result, base, kernel), rep)
+        cdb.put_final("H200", "fp32", SHAPE, "server", best.id, best.source_hash,
+                      _retimed(best.result, base, kernel), rep)
     for rep, (base, kernel) in enumerate([(1.0, 1.0), (1.14, 1.13), (1.01, 1.0)]):  # both moved: clock, not baselines
-        cdb.put_final("H200", "fp32", SHAPE, "offline", best.id, best.source_hash, _retimed(best.result, base, kernel), rep)
+        cdb.put_final("H200", "fp32", SHAPE, "offline", best.id, best.source_hash,
+                      _retimed(best.result, base, kernel), rep)
     spread = {r.mode: r.extra["final_spread"] for r in collect_rows(run)}
     assert spread["server"] == pytest.approx((1.14, 1.01)) and spread["offline"] == pytest.approx((1.14, 1.13))
     md = _bench().summarise_run(run, args)
