@@ -216,6 +216,7 @@ def render(rows: list[ShapeRow], *, run: str, out_path: str | Path, meta: dict |
             "kernel_us": r.result.candidate.median_us if r.result is not None and r.result.candidate else None,
             "checks_passed": sum(1 for c in checks if c.passed), "checks_total": len(checks),
             "max_abs_diff": r.result.max_abs_diff() if r.result is not None else None,
+            "moved": r.extra["final_spread"] if baselines_moved(r) else None,
         })
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_TEMPLATE_DIR)),
                              autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)

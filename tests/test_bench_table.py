@@ -290,7 +290,7 @@ def test_finals_whose_baselines_moved_and_the_kernel_held_are_marked(tmp_path):
     """Server finals of small shapes saw every NVIDIA baseline slower by 10-16% in one of three evaluations while the
     kernel held (docs/evaluator.md): the figure then depends on which one is the median, and the table says so."""
     from agent.campaign.db import CampaignDB
-    from agent.report import collect_rows
+    from agent.report import collect_rows, write_report
 
     run, _, _ = _run(tmp_path)
     args = argparse.Namespace(acc="fp32", shapes="shapes.txt", budget=3, per_step=3, ncu="off", lanes=None)
@@ -308,6 +308,8 @@ def test_finals_whose_baselines_moved_and_the_kernel_held_are_marked(tmp_path):
     server, offline = md.split("## server")[1], md.split("## offline")[1].split("## ")[0]
     assert "1 shapes (marked ‡)" in server and _row(server, SHAPE)[3].endswith("‡")
     assert "‡" not in offline
+    html = write_report(collect_rows(run), run="r", out_path=tmp_path / "r.html").read_text()
+    assert html.count("the fastest baseline moved 14%, the kernel 1%") == 1
 
 
 def test_a_final_evaluation_that_failed_a_check_is_shown_not_dropped(tmp_path):
