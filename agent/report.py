@@ -21,7 +21,7 @@ import jinja2
 from agent.campaign.db import CampaignDB, run_record
 from agent.resources import data_dir
 from evaluator.contract import MODES  # the report's mode sections, in this order
-from evaluator.record import BEST_NVIDIA, EvalResult
+from evaluator.record import BEST_NVIDIA, EvalResult, baseline_family
 
 # (label, EvalResult.baselines key or '-max' name): best NVIDIA (the fastest of them all in the same rounds, the
 # headline), then the paper's four families, each NN, TN and max.
@@ -286,7 +286,7 @@ def collect_rows(run_dir: str | Path) -> list[ShapeRow]:
 def time_spread(results: list[EvalResult]) -> tuple[float, float] | None:
     """Over one kernel's evaluations in one mode: how far the fastest baseline's median time and the kernel's moved
     (max / min of each), or None below two evaluations."""
-    pairs = [(min(t.median_us for t in r.baselines.values()), r.candidate.median_us)
+    pairs = [(min(r.baselines[n].median_us for n in baseline_family(BEST_NVIDIA, r.baselines)), r.candidate.median_us)
              for r in results if r.candidate and r.baselines]
     if len(pairs) < 2:
         return None
