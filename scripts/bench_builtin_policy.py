@@ -5,8 +5,10 @@ the best kernel's speedup against cuBLASLt-AutoTuning-max, re-measured offline a
     python3 scripts/bench_builtin_policy.py --shapes docs/benchmarks/dev_sample.txt --budget 8 --acc fp32 \
         --runs-dir /tmp/runs --out docs/benchmarks/data/tables
 
-It writes builtin_policy_<acc>[_<mode>].md into --out; a table kept in the repository is renamed there to
-<acc>[_<device>]_<date>_<commit>.md (docs/benchmarks/data/README.md) and its figures quoted on the benchmark page.
+It writes builtin_policy_<acc>[_<mode>].md into --out, which opens with the big-shape and server-mode targets judged
+on the finals (scripts/bench_targets.py; power-steady is the offline mode's final, so list offline in --final-modes).
+A table kept in the repository is renamed there to <acc>[_<device>]_<date>_<commit>.md (docs/benchmarks/data/README.md)
+and its figures quoted on the benchmark page.
 Re-running the same command resumes the campaign (nothing finished is measured twice). With --report-only, each
 --with-run adds another run of --runs-dir to one table (a benchmark spread over runs of its shape subsets); a
 shape measured in several is taken from the last run named.
@@ -20,7 +22,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "scripts")]
+from bench_targets import judge  # noqa: E402
 from evaluator.contract import MODES  # noqa: E402  (offline, server, graph: the table's section order)
 from evaluator.record import BEST_NVIDIA  # noqa: E402
 
@@ -259,6 +262,8 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
                 f"`python3 scripts/bench_builtin_policy.py --report-only --run {run_dirs[0].name} "
                 + " ".join(f"--with-run {d.name}" for d in run_dirs[1:]) + "`"] if len(run_dirs) > 1 else []),
              ""]
+    if a.acc == "fp32":
+        lines += _targets_section(rows, [d for d in run_dirs], spent)
     for mode in modes:
         sel = [r for r in rows if r.mode == mode]
         s = summarise(sel, BASELINE)
@@ -321,6 +326,23 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
                          f"{finals} | {search or '-'} | {fam} | {r.tried} | {r.correct} | {gpu_s:.1f} | {cpu_s:.0f} |")
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def _targets_section(rows, run_dirs: list[Path], spent: dict) -> list[str]:
+    """The big-shape and server-mode targets (bench_targets.judge) over the runs' shape lists, on final figures."""
+    from agent.campaign.db import run_record
+
+    shapes = list(dict.fromkeys([tuple(s) for d in run_dirs for s in run_record(d).get("shapes", [])]
+                                + [r.shape for r in rows]))
+    finals: dict[str, dict] = {}
+    for r in rows:
+        if not _awaiting_final(r) and (x := r.speedup(BEST_NVIDIA)) is not None:
+            finals.setdefault(r.mode, {})[r.shape] = x
+    gpu_s = {key[2]: sum(res.gpu_time() for res in results) for key, results in spent.items()}
+    return ["## Targets: big shapes and server mode", "",
+            "Judged on final measurements only, each figure the median final against best NVIDIA "
+            "(scripts/bench_targets.py says what each target is).",
+            "", *judge(finals, shapes, gpu_s), ""]
 
 
 def _gpu_results(archive, r) -> list:

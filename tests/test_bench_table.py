@@ -525,3 +525,52 @@ def test_the_campaign_runs_on_the_gpus_named_and_the_agent_cli_takes_them():
     cmd = bench.campaign_cmd(a, "r")
     assert cmd[cmd.index("--gpus") + 1] == "0,1" and _gpu_list("0,1") == [0, 1]
     assert "--gpus" not in bench.campaign_cmd(argparse.Namespace(**{**vars(a), "gpus": None}), "r")
+
+
+def test_the_big_shape_and_server_targets_are_judged_on_finals_only():
+    """bench_targets.judge: an each-shape target is missed by any shape below it, even before the others have
+    finals; an aggregate (a geomean, a share won, the mean GPU time) waits for every shape; met needs all of them."""
+    judge = load_script("bench_targets").judge
+    big, big2, small, skinny = (4096, 4096, 4096), (8192, 8192, 1024), (64, 64, 128), (128, 2048, 12288)
+    shapes = [big, big2, small, skinny]
+    every = {"back-to-back": {big: 1.04, big2: 1.03, small: 1.5, skinny: 1.06},
+             "separated": {big: 1.01, big2: 0.99, small: 1.4, skinny: 1.05},
+             "offline": {big: 1.05, big2: 1.04, small: 1.4, skinny: 1.07},
+             "server": {big: 1.0, big2: 1.02, small: 1.3, skinny: 1.2}}
+    lines = judge(every, shapes, {s: 120.0 for s in shapes})
+    line = lambda start: next(x for x in lines if x.startswith(start))  # noqa: E731
+    assert line("- shapes ≥ 2^36 FLOP, each ≥ 1.00 back-to-back:").endswith("met (2 of 2, min 1.030)")
+    assert "not met (2 of 2, min 0.990; misses: 8192×8192×1024 0.990)" in line(
+        "- shapes ≥ 2^36 FLOP, each ≥ 1.00 sep")
+    assert line("- shapes ≥ 2^36 FLOP, geomean ≥ 1.03 back-to-back:").endswith(": met (1.035)")
+    assert "not met" in line("- shapes ≥ 2^36 FLOP, geomean ≥ 1.03 separated:")
+    assert ": met (" in line("- server mode, geomean ≥ 1.10:")  # 1.124
+    assert "met (75%, 3 of 4; misses: 4096×4096×4096 1.000)" in line("- server mode, ≥ 75%")  # a tie is no win
+    assert line("- skinny long-K (min(M, N) ≤ 256, K ≥ 8192), each ≥ 1.05 separated:").endswith(
+        "met (1 of 1, min 1.050)")
+    assert line("- GPU time").endswith("met (2.00 over 4 shapes)")
+    part = {m: {s: x for s, x in f.items() if s != big2} for m, f in every.items()}
+    lines = judge(part, shapes, {s: 120.0 for s in shapes if s != big2})
+    assert "not met (1 of 2, min 0.990" not in " ".join(lines)
+    assert next(x for x in lines if "each ≥ 1.00 back-to-back" in x).startswith(
+        "- shapes ≥ 2^36 FLOP, each ≥ 1.00 back-to-back: not judged yet (1 of 2, min 1.040); 1 shape without a "
+        "final")
+    assert next(x for x in lines if "geomean ≥ 1.03 back-to-back" in x).startswith(
+        "- shapes ≥ 2^36 FLOP, geomean ≥ 1.03 back-to-back: not judged yet (1.040)")
+    low = dict(part, separated={big: 0.98, small: 1.4, skinny: 1.05})
+    assert "not met (1 of 2, min 0.980; misses: 4096×4096×4096 0.980); 1 shape without a final yet" in " ".join(
+        judge(low, shapes, {}))
+    assert next(x for x in judge(low, shapes, {}) if x.startswith("- GPU time")).endswith(
+        "not judged yet (no record); 4 shapes without a search yet")
+
+
+def test_the_table_opens_with_the_targets_for_fp32(tmp_path):
+    run, _, _ = _run(tmp_path)
+    args = argparse.Namespace(acc="fp32", shapes="shapes.txt", budget=3, per_step=3, ncu="off", lanes=None)
+    md = _bench().summarise_run(run, args)
+    head = md.split("## offline")[0]
+    assert "## Targets: big shapes and server mode" in head
+    assert ("- shapes ≥ 2^36 FLOP, each ≥ 1.00 back-to-back: not judged yet (0 of 1, no final); 1 shape "
+            "without") in head
+    run16, _, _ = _run(tmp_path, name="h", acc="fp16")
+    assert "## Targets" not in _bench().summarise_run(run16, argparse.Namespace(**{**vars(args), "acc": "fp16"}))

@@ -1,0 +1,96 @@
+"""The targets of big shapes and server mode, judged over a built-in policy benchmark's rows in every regime it
+measured, against best NVIDIA (the fastest baseline of the same rounds), on final measurements only: a shape whose
+search figure has not been re-measured yet is named as not judged, never counted for or against a target.
+
+- every shape of 2^36 FLOP or more at 1.00 or better back to back, separated and power-steady (the offline regime,
+  power-steady where a shape is power-limited), and their geomean at 1.03 or better in each;
+- server mode: a geomean of 1.10 or better, with 75% of the shapes or more won;
+- skinny long-K outputs (min(M, N) <= 256, K >= 8192): each at 1.05 or better in every offline regime;
+- on average no more than 5 GPU-minutes a shape, counted as the time its evaluations held a GPU.
+"""
+from __future__ import annotations
+
+import statistics
+
+BIG_FLOP = 2 ** 36
+BIG_REGIMES = ("back-to-back", "separated", "offline")
+BIG_EACH, BIG_GEOMEAN = 1.00, 1.03
+SERVER_GEOMEAN, SERVER_WON = 1.10, 0.75
+SKINNY_EACH = 1.05
+GPU_MINUTES = 5.0
+
+
+def is_big(shape: tuple[int, int, int]) -> bool:
+    m, n, k = shape
+    return 2 * m * n * k >= BIG_FLOP
+
+
+def skinny_long_k(shape: tuple[int, int, int]) -> bool:
+    m, n, k = shape
+    return min(m, n) <= 256 and k >= 8192
+
+
+def _name(shape: tuple[int, int, int]) -> str:
+    return "×".join(map(str, shape))
+
+
+def _geomean(xs: list[float]) -> float:
+    return statistics.geometric_mean(xs)
+
+
+def _verdict(ok: bool, figure: str, misses: list[str], unjudged: list[str], aggregate: bool = False,
+             lacking: str = "a final") -> str:
+    """A shape that misses an each-shape target misses it whatever the others read; an aggregate over part of the
+    shapes is not judged until every shape has its final."""
+    state = "not judged yet" if unjudged and (ok or aggregate) else ("met" if ok else "not met")
+    tail = f"; {len(unjudged)} shape{'s' if len(unjudged) > 1 else ''} without {lacking} yet" if unjudged else ""
+    return f"{state} ({figure}" + (f"; misses: {', '.join(misses)}" if misses else "") + ")" + tail
+
+
+def judge(finals: dict[str, dict[tuple, float]], shapes: list[tuple], gpu_s: dict[tuple, float]) -> list[str]:
+    """Markdown lines: one per target. `finals` maps a regime to each shape's median final speedup against best
+    NVIDIA (shapes without a final in that regime absent); `shapes` is the run's shape list; `gpu_s` the GPU seconds
+    each shape's evaluations held."""
+    out = []
+    big = [s for s in shapes if is_big(s)]
+    for regime in BIG_REGIMES:
+        got = finals.get(regime, {})
+        figs = {s: got[s] for s in big if s in got}
+        unjudged = [_name(s) for s in big if s not in got]
+        misses = [f"{_name(s)} {x:.3f}" for s, x in figs.items() if x < BIG_EACH]
+        low = f"min {min(figs.values()):.3f}" if figs else "no final"
+        out.append(f"- shapes ≥ 2^36 FLOP, each ≥ {BIG_EACH:.2f} {regime}: "
+                   + _verdict(not misses, f"{len(figs)} of {len(big)}, {low}", misses, unjudged))
+        g = _geomean(list(figs.values())) if figs else None
+        out.append(f"- shapes ≥ 2^36 FLOP, geomean ≥ {BIG_GEOMEAN:.2f} {regime}: "
+                   + _verdict(g is not None and g >= BIG_GEOMEAN, "no final" if g is None else f"{g:.3f}", [],
+                              unjudged, aggregate=True))
+    server = finals.get("server", {})
+    figs = [server[s] for s in shapes if s in server]
+    unjudged = [_name(s) for s in shapes if s not in server]
+    g = _geomean(figs) if figs else None
+    won = sum(x > 1.0 for x in figs) / len(figs) if figs else None
+    out.append(f"- server mode, geomean ≥ {SERVER_GEOMEAN:.2f}: "
+               + _verdict(g is not None and g >= SERVER_GEOMEAN, "no final" if g is None else f"{g:.3f}", [],
+                          unjudged, aggregate=True))
+    out.append(f"- server mode, ≥ {SERVER_WON:.0%} of shapes won: "
+               + _verdict(won is not None and won >= SERVER_WON,
+                          "no final" if won is None else f"{won:.0%}, {sum(x > 1.0 for x in figs)} of {len(figs)}",
+                          [f"{_name(s)} {server[s]:.3f}" for s in shapes if s in server and server[s] <= 1.0],
+                          unjudged, aggregate=True))
+    skinny = [s for s in shapes if skinny_long_k(s)]
+    for regime in BIG_REGIMES:
+        got = finals.get(regime, {})
+        figs = {s: got[s] for s in skinny if s in got}
+        misses = [f"{_name(s)} {x:.3f}" for s, x in figs.items() if x < SKINNY_EACH]
+        low = f"min {min(figs.values()):.3f}" if figs else "no final"
+        out.append(f"- skinny long-K (min(M, N) ≤ 256, K ≥ 8192), each ≥ {SKINNY_EACH:.2f} {regime}: "
+                   + _verdict(not misses, f"{len(figs)} of {len(skinny)}, {low}", misses,
+                              [_name(s) for s in skinny if s not in got]))
+    spent = [gpu_s[s] for s in shapes if s in gpu_s]
+    mean_min = statistics.fmean(spent) / 60 if spent else None
+    out.append(f"- GPU time, ≤ {GPU_MINUTES:.0f} GPU-minutes a shape on average (held by its evaluations): "
+               + _verdict(mean_min is not None and mean_min <= GPU_MINUTES,
+                          "no record" if mean_min is None else f"{mean_min:.2f} over {len(spent)} shapes", [],
+                          [_name(s) for s in shapes if s not in gpu_s], aggregate=True, lacking="a search"))
+    return out
