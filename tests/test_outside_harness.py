@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from cublas_headers import SKIP_REASON, WHEEL_HEADERS  # noqa: E402
 from script_module import load_script  # noqa: E402
 from test_campaign import campaign  # noqa: E402
 
@@ -20,8 +21,6 @@ from agent.campaign.archive_io import export_archive  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "examples" / "sample_run"
-# where the developer notes unpack the nvidia-cublas wheel's headers on a machine without the CUDA toolkit's cuBLAS
-WHEEL_HEADERS = Path("/tmp/cublas/nvidia/cu13/include")
 
 
 def harness(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -229,8 +228,7 @@ def test_the_native_baselines_compile(tmp_path):
     native = load_script("outside_native")
     extra = [str(WHEEL_HEADERS)] if WHEEL_HEADERS.is_dir() else []
     if native.cublas_include(extra) is None:
-        pytest.skip("no cublasLt.h in the CUDA toolkit or the nvidia wheels (unpack the nvidia-cublas wheel's "
-                    f"headers to {WHEEL_HEADERS})")
+        pytest.skip(SKIP_REASON)
     obj, log = native.build(tmp_path, "sm_90a", compile_only=True, extra_includes=extra)
     assert obj is not None and obj.stat().st_size > 0, log
 
