@@ -263,7 +263,7 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
                 + " ".join(f"--with-run {d.name}" for d in run_dirs[1:]) + "`"] if len(run_dirs) > 1 else []),
              ""]
     if a.acc == "fp32":
-        lines += _targets_section(rows, [d for d in run_dirs], spent)
+        lines += _targets_section(rows, run_dirs, spent)
     for mode in modes:
         sel = [r for r in rows if r.mode == mode]
         s = summarise(sel, BASELINE)

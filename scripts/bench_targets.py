@@ -34,10 +34,6 @@ def _name(shape: tuple[int, int, int]) -> str:
     return "×".join(map(str, shape))
 
 
-def _geomean(xs: list[float]) -> float:
-    return statistics.geometric_mean(xs)
-
-
 def _verdict(ok: bool, figure: str, misses: list[str], unjudged: list[str], aggregate: bool = False,
              lacking: str = "a final") -> str:
     """A shape that misses an each-shape target misses it whatever the others read; an aggregate over part of the
@@ -47,6 +43,17 @@ def _verdict(ok: bool, figure: str, misses: list[str], unjudged: list[str], aggr
     return f"{state} ({figure}" + (f"; misses: {', '.join(misses)}" if misses else "") + ")" + tail
 
 
+def _each(label: str, group: list[tuple], finals: dict[str, dict[tuple, float]], regime: str, bar: float) -> str:
+    """An each-shape target over `group` in one regime."""
+    got = finals.get(regime, {})
+    figs = {s: got[s] for s in group if s in got}
+    misses = [f"{_name(s)} {x:.3f}" for s, x in figs.items() if x < bar]
+    low = f"min {min(figs.values()):.3f}" if figs else "no final"
+    return (f"- {label}, each ≥ {bar:.2f} {regime}: "
+            + _verdict(not misses, f"{len(figs)} of {len(group)}, {low}", misses,
+                       [_name(s) for s in group if s not in got]))
+
+
 def judge(finals: dict[str, dict[tuple, float]], shapes: list[tuple], gpu_s: dict[tuple, float]) -> list[str]:
     """Markdown lines: one per target. `finals` maps a regime to each shape's median final speedup against best
     NVIDIA (shapes without a final in that regime absent); `shapes` is the run's shape list; `gpu_s` the GPU seconds
@@ -54,39 +61,28 @@ def judge(finals: dict[str, dict[tuple, float]], shapes: list[tuple], gpu_s: dic
     out = []
     big = [s for s in shapes if is_big(s)]
     for regime in BIG_REGIMES:
-        got = finals.get(regime, {})
-        figs = {s: got[s] for s in big if s in got}
-        unjudged = [_name(s) for s in big if s not in got]
-        misses = [f"{_name(s)} {x:.3f}" for s, x in figs.items() if x < BIG_EACH]
-        low = f"min {min(figs.values()):.3f}" if figs else "no final"
-        out.append(f"- shapes ≥ 2^36 FLOP, each ≥ {BIG_EACH:.2f} {regime}: "
-                   + _verdict(not misses, f"{len(figs)} of {len(big)}, {low}", misses, unjudged))
-        g = _geomean(list(figs.values())) if figs else None
+        out.append(_each("shapes ≥ 2^36 FLOP", big, finals, regime, BIG_EACH))
+        figs = [finals.get(regime, {})[s] for s in big if s in finals.get(regime, {})]
+        g = statistics.geometric_mean(figs) if figs else None
         out.append(f"- shapes ≥ 2^36 FLOP, geomean ≥ {BIG_GEOMEAN:.2f} {regime}: "
                    + _verdict(g is not None and g >= BIG_GEOMEAN, "no final" if g is None else f"{g:.3f}", [],
-                              unjudged, aggregate=True))
+                              [_name(s) for s in big if s not in finals.get(regime, {})], aggregate=True))
     server = finals.get("server", {})
     figs = [server[s] for s in shapes if s in server]
     unjudged = [_name(s) for s in shapes if s not in server]
-    g = _geomean(figs) if figs else None
-    won = sum(x > 1.0 for x in figs) / len(figs) if figs else None
+    g = statistics.geometric_mean(figs) if figs else None
+    won = sum(x > 1.0 for x in figs)
     out.append(f"- server mode, geomean ≥ {SERVER_GEOMEAN:.2f}: "
                + _verdict(g is not None and g >= SERVER_GEOMEAN, "no final" if g is None else f"{g:.3f}", [],
                           unjudged, aggregate=True))
     out.append(f"- server mode, ≥ {SERVER_WON:.0%} of shapes won: "
-               + _verdict(won is not None and won >= SERVER_WON,
-                          "no final" if won is None else f"{won:.0%}, {sum(x > 1.0 for x in figs)} of {len(figs)}",
+               + _verdict(bool(figs) and won / len(figs) >= SERVER_WON,
+                          f"{won / len(figs):.0%}, {won} of {len(figs)}" if figs else "no final",
                           [f"{_name(s)} {server[s]:.3f}" for s in shapes if s in server and server[s] <= 1.0],
                           unjudged, aggregate=True))
     skinny = [s for s in shapes if skinny_long_k(s)]
-    for regime in BIG_REGIMES:
-        got = finals.get(regime, {})
-        figs = {s: got[s] for s in skinny if s in got}
-        misses = [f"{_name(s)} {x:.3f}" for s, x in figs.items() if x < SKINNY_EACH]
-        low = f"min {min(figs.values()):.3f}" if figs else "no final"
-        out.append(f"- skinny long-K (min(M, N) ≤ 256, K ≥ 8192), each ≥ {SKINNY_EACH:.2f} {regime}: "
-                   + _verdict(not misses, f"{len(figs)} of {len(skinny)}, {low}", misses,
-                              [_name(s) for s in skinny if s not in got]))
+    out += [_each("skinny long-K (min(M, N) ≤ 256, K ≥ 8192)", skinny, finals, regime, SKINNY_EACH)
+            for regime in BIG_REGIMES]
     spent = [gpu_s[s] for s in shapes if s in gpu_s]
     mean_min = statistics.fmean(spent) / 60 if spent else None
     out.append(f"- GPU time, ≤ {GPU_MINUTES:.0f} GPU-minutes a shape on average (held by its evaluations): "
