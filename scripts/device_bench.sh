@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a lent GPU machine: one slice of a built-in policy benchmark spread over several device calls or sessions.
-#   RUN=builtin-fp32-h100 [RUNS_TGZ=path/runs.tgz] [BENCH_S=540] \
+#   RUN=builtin-fp32-h100 [RUNS_TGZ=path/runs.tgz] [PREBUILT=cache.tgz] [BENCH_S=540] \
 #     bash scripts/device_bench.sh --shapes FILE --budget 12 ...
 # RUNS_TGZ is the runs.tgz an earlier slice returned: the campaign resumes from it, since every machine starts bare;
 # it also carries the baselines' autotuning picks (autotune_picks/ in the run folder), so every slice uses the same.
@@ -17,6 +17,8 @@ if [ -n "${RUNS_TGZ:-}" ]; then tar xzf "$RUNS_TGZ" -C "$RUNS" || exit 1; fi
 # cuBLASLt-AutoTuning's picks travel with the run: each machine would otherwise tune again and may pick another
 # algorithm (once: TN 160.8-167.9 us on its first machine, another pick at 153.4-156.0 on its third), and one run
 # would compare its slices against different baselines
+# PREBUILT: a compile cache of the campaign's first builds made without a GPU (scripts/prebuild_first_batches.py)
+if [ -n "${PREBUILT:-}" ]; then mkdir -p "$CUDAL2_CACHE/build" && tar xzf "$PREBUILT" -C "$CUDAL2_CACHE/build"; fi
 PICKS="$RUNS/$RUN/autotune_picks"
 if [ -d "$PICKS" ]; then mkdir -p "$CUDAL2_CACHE/autotune" && cp "$PICKS"/*.json "$CUDAL2_CACHE/autotune/" 2>/dev/null; fi
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv > "$OUT/gpu.txt" 2>&1

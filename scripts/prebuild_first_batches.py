@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Build, on a machine without a GPU, the kernels a built-in policy campaign will evaluate first, into a compile
+cache that the GPU machine then starts from, so its GPUs do not wait for these nvcc runs.
+
+    python3 scripts/prebuild_first_batches.py --shapes FILE --out cache.tgz [--arch sm_90a] [--acc fp32]
+                                              [--per-step 4] [--jobs N]
+
+Each shape's first batch is what `cudal2 campaign --model builtin` proposes before any measurement
+(`BuiltinPolicy.propose` with no history, the campaign's search mode offline), rendered as the campaign renders it.
+The builds go through the evaluator's content-hash cache (evaluator.compile), whose key holds the source, the arch,
+the flags and the nvcc and CUTLASS versions: a GPU machine with the same nvcc and CUTLASS finds them, any other
+rebuilds. On the GPU machine: `tar xzf cache.tgz -C "$CUDAL2_CACHE/build"` (scripts/device_bench.sh does it when
+PREBUILT names the file). Later steps depend on measurements and are built there.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tarfile
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def first_batches(shapes: list[tuple], acc: str, arch: str, n: int) -> list[tuple[tuple, str, str]]:
+    """(shape, family, source) of each shape's first batch, one entry per distinct source."""
+    from agent.families import render
+    from agent.policy import BuiltinPolicy
+
+    seen, out = set(), []
+    for s in shapes:
+        for c in BuiltinPolicy(0).propose(s, acc, arch, [], n=n, mode="offline"):
+            src = render(c.family, c.params, s)
+            if src not in seen:
+                seen.add(src)
+                out.append((s, c.family, src))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from agent.shapes import load_shapes
+    from evaluator.compile import compile_kernel
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shapes", required=True, type=Path)
+    ap.add_argument("--out", required=True, type=Path, help="the cache as a .tgz, to unpack into $CUDAL2_CACHE/build")
+    ap.add_argument("--arch", default="sm_90a")
+    ap.add_argument("--acc", choices=["fp32", "fp16"], default="fp32")
+    ap.add_argument("--per-step", type=int, default=4, help="the campaign's --per-step (default 4)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel nvcc processes")
+    ap.add_argument("--cache", type=Path, default=None,
+                    help="build in this compile cache and keep it (default: a temporary one); what it holds already "
+                         "is not built again")
+    a = ap.parse_args(argv)
+    todo = first_batches(load_shapes(a.shapes), a.acc, a.arch, a.per_step)
+    print(f"{len(todo)} distinct kernels in the first batches of {a.shapes}", flush=True)
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = a.cache or Path(tmp) / "build"
+
+        def one(item: tuple):
+            shape, family, src = item
+            info = compile_kernel(src, a.arch, cache_dir=cache)
+            print(f"{'x'.join(map(str, shape))} {family}: {'built' if info.ok else 'FAILED'}"
+                  f"{' (cached)' if info.cached else ''} ({time.monotonic() - t0:.0f} s)", flush=True)
+            return info
+
+        with ThreadPoolExecutor(max(1, a.jobs)) as ex:
+            infos = list(ex.map(one, todo))
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(a.out, "w:gz") as tar:  # these builds' cache entries only, as <2 hex>/<key>/
+            for key in sorted({i.cache_key for i in infos}):
+                tar.add(cache / key[:2] / key, arcname=f"{key[:2]}/{key}")
+    ok = sum(i.ok for i in infos)
+    print(f"{ok} of {len(todo)} built in {time.monotonic() - t0:.0f} s; {a.out} ({a.out.stat().st_size >> 20} MiB)")
+    return 0 if ok == len(todo) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
