@@ -69,6 +69,8 @@ def test_without_the_switch_first_a_fresh_file_refuses_at_once(tmp_path):
         other.execute("PRAGMA journal_mode=WAL")
     assert time.monotonic() - t0 < 1.0
     writer.execute("COMMIT")
+    other.close()
+    writer.close()
 
 
 def test_to_wal_waits_for_the_lane_making_the_file(tmp_path):
@@ -80,3 +82,5 @@ def test_to_wal_waits_for_the_lane_making_the_file(tmp_path):
     to_wal(other)
     assert time.monotonic() - t0 >= 0.25
     assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    other.close()
+    writer.close()
