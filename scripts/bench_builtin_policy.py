@@ -331,6 +331,7 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
 def _targets_section(rows, run_dirs: list[Path], spent: dict) -> list[str]:
     """The big-shape and server-mode targets (bench_targets.judge) over the runs' shape lists, on final figures."""
     from agent.campaign.db import run_record
+    from agent.report import baselines_moved
 
     shapes = list(dict.fromkeys([tuple(s) for d in run_dirs for s in run_record(d).get("shapes", [])]
                                 + [r.shape for r in rows]))
@@ -339,10 +340,17 @@ def _targets_section(rows, run_dirs: list[Path], spent: dict) -> list[str]:
         if not _awaiting_final(r) and (x := r.speedup(BEST_NVIDIA)) is not None:
             finals.setdefault(r.mode, {})[r.shape] = x
     gpu_s = {key[2]: sum(res.gpu_time() for res in results) for key, results in spent.items()}
+    moved: dict[str, list[str]] = {}
+    for r in rows:
+        if r.shape in finals.get(r.mode, {}) and baselines_moved(r):
+            moved.setdefault(r.mode, []).append("×".join(map(str, r.shape)))
+    doubt = ["- figures these judgements use whose baselines moved between the finals while the kernel held (‡ "
+             "below; the median may read high): "
+             + "; ".join(f"{m}: {', '.join(ss)}" for m, ss in sorted(moved.items()))] if moved else []
     return ["## Targets: big shapes and server mode", "",
             "Judged on final measurements only, each figure the median final against best NVIDIA "
             "(scripts/bench_targets.py says what each target is).",
-            "", *judge(finals, shapes, gpu_s), ""]
+            "", *judge(finals, shapes, gpu_s), *doubt, ""]
 
 
 def _gpu_results(archive, r) -> list:

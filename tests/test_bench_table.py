@@ -308,6 +308,9 @@ def test_finals_whose_baselines_moved_and_the_kernel_held_are_marked(tmp_path):
     server, offline = md.split("## server")[1], md.split("## offline")[1].split("## ")[0]
     assert "1 shapes (marked ‡)" in server and _row(server, SHAPE)[3].endswith("‡")
     assert "‡" not in offline
+    targets = md.split("## Targets")[1].split("## ")[0]  # the targets that stand on it say so too
+    assert "baselines moved between the finals while the kernel held (‡ below; the median may read high): " \
+           "server: 4096×4096×4096" in targets
     html = write_report(collect_rows(run), run="r", out_path=tmp_path / "r.html").read_text()
     assert html.count("the fastest baseline moved 14%, the kernel 1%") == 1
 
