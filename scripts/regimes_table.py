@@ -29,28 +29,31 @@ TARGETS = {"geomean": 1.15, "win_rate": 0.90, "big_min": 0.97}
 
 
 def figures(run_dir: Path) -> dict:
-    """Per shape (as 'MxNxK') and regime: best, autotune_max, fastest baseline. The campaign's "offline" finals are
-    power-steady where the shape is power-limited; elsewhere they repeat the separated regime and are left out."""
-    from agent.campaign import CampaignDB
+    """Per shape (as 'MxNxK') and regime: best, autotune_max, fastest baseline, of the median of the winner's final
+    evaluations in that regime (agent.report.collect_rows: the evaluation whose speedup is the median, as every
+    table of the project shows). The campaign's "offline" finals are power-steady where the shape is power-limited;
+    elsewhere they repeat the separated regime and are left out."""
+    from agent.report import collect_rows
 
     out: dict = {"run": run_dir.name, "shapes": {}}
-    for f in CampaignDB(run_dir / "campaign.sqlite").finals():
-        r, mode = f["result"], f["mode"]
-        key = "x".join(map(str, f["shape"]))
-        entry = out["shapes"].setdefault(key, {})
+    for row in collect_rows(run_dir):
+        key, mode, r = "x".join(map(str, row.shape)), row.mode, row.result
+        failed = row.extra.get("final_failed", [])
+        if r is None or not row.final:
+            if failed:  # no evaluation of this regime passed its checks: shown, not dropped
+                out["shapes"].setdefault(key, {})[mode] = {"status": failed[0]}
+            continue
         out.setdefault("gpu", r.gpu.get("name"))
         out.setdefault("gpu_uuid", r.gpu.get("gpu_uuid"))
-        if r.status != "ok":
-            entry[mode] = {"status": r.status}
-            continue
-        steady = "steady" in r.candidate.detail.get("timing", {})
         if mode == "offline":
-            if not steady:
+            if "steady" not in r.candidate.detail.get("timing", {}):
                 continue
             mode = "steady"
         fastest = min(r.baselines, key=lambda n: r.baselines[n].median_us)
-        entry[mode] = {"best": round(r.speedup("best-nvidia"), 4), "autotune_max": round(r.speedup(
-            "cublaslt-autotune-max"), 4), "fastest": fastest, "gpu_s": round(r.gpu_time(), 1)}
+        out["shapes"].setdefault(key, {})[mode] = {
+            "best": round(r.speedup("best-nvidia"), 4), "autotune_max": round(r.speedup("cublaslt-autotune-max"), 4),
+            "fastest": fastest, "gpu_s": round(r.gpu_time(), 1),
+            "evaluations": len(row.extra.get("final_speedups", [])) + len(failed)}
     return out
 
 
@@ -61,7 +64,7 @@ def _geomean(xs: list[float]) -> float:
 
 def _flop(key: str) -> int:
     m, n, k = map(int, key.split("x"))
-    return m * n * k
+    return 2 * m * n * k
 
 
 def summary(data: dict, regime: str) -> dict:
@@ -88,6 +91,13 @@ def previous_offline(table: Path) -> dict[str, float]:
     return out
 
 
+def _evaluations(data: dict) -> str:
+    """What one figure is: a single evaluation (older data) or the median of the shape's final evaluations."""
+    most = max((e.get("evaluations", 1) for es in data["shapes"].values() for e in es.values()), default=1)
+    return ("one evaluation" if most < 2 else
+            f"the median of up to {most} evaluations (the one whose speedup against AutoTuning-max is the median)")
+
+
 def render(data: dict) -> str:
     shapes = sorted(data["shapes"], key=_flop)
     cell = lambda e, r: f"{e[r]['best']:.3f}" if "best" in e.get(r, {}) else (e.get(r, {}).get("status") or "—")
@@ -96,7 +106,7 @@ def render(data: dict) -> str:
              f"{data.get('date')} with code at commit {data.get('commit')}; table made by "
              f"`scripts/regimes_table.py` from `{data.get('data_file')}`",
              f"- campaign: {data.get('command')}",
-             "- each figure: one evaluation of the shape's winner, speedup = mean over rounds of t_baseline / "
+             f"- each figure: {_evaluations(data)} of the shape's winner, speedup = mean over rounds of t_baseline / "
              "t_kernel against **best NVIDIA**: the fastest (lowest median) of torch.matmul, cuBLAS NN/TN, "
              "cuBLASLt heuristic NN/TN and cuBLASLt-AutoTuning NN/TN with its two runners-up, timed in the same "
              "rounds (power-steady timing times cuBLAS and AutoTuning only)",

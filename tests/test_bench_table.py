@@ -577,3 +577,29 @@ def test_the_table_opens_with_the_targets_for_fp32(tmp_path):
             "without") in head
     run16, _, _ = _run(tmp_path, name="h", acc="fp16")
     assert "## Targets" not in _bench().summarise_run(run16, argparse.Namespace(**{**vars(args), "acc": "fp16"}))
+
+
+def test_the_regimes_table_takes_each_regimes_median_final(tmp_path):
+    """scripts/regimes_table.py puts the regimes side by side: each figure the median of the winner's finals in that
+    regime (not the last one taken), an offline final only where it was power-steady, a failed one shown."""
+    from agent.campaign.db import CampaignDB
+
+    run, _, _ = _run(tmp_path)
+    best = Archive(run / "archive.sqlite").ranked("H200", "fp32", SHAPE)[0]
+    cdb = CampaignDB(run / "campaign.sqlite")
+    server = [scaled_result(best.result, f) for f in (1.1, 1.0, 1.2)]  # the last one is not the median
+    for rep, r in enumerate(server):
+        cdb.put_final("H200", "fp32", SHAPE, "server", best.id, best.source_hash, r, rep)
+    cdb.put_final("H200", "fp32", SHAPE, "offline", best.id, best.source_hash, best.result, 0)  # not steady
+    broken = EvalResult.from_dict({**best.result.to_dict(), "status": "incorrect", "reason": "wrong outputs"})
+    cdb.put_final("H200", "fp32", SHAPE, "separated", best.id, best.source_hash, broken, 0)
+    table = load_script("regimes_table")
+    data = table.figures(run)
+    entry = data["shapes"]["x".join(map(str, SHAPE))]
+    assert entry["server"]["best"] == pytest.approx(server[0].speedup("best-nvidia"), abs=1e-4)
+    assert entry["server"]["best"] != pytest.approx(server[2].speedup("best-nvidia"), abs=1e-3)
+    assert entry["server"]["evaluations"] == 3
+    assert "steady" not in entry and "offline" not in entry  # the separated regime's twin, left out
+    assert entry["separated"] == {"status": "incorrect"}
+    data.update(date="2026-11-28", commit="abc1234", data_file="d.json", command="c")
+    assert "the median of up to 3 evaluations" in table.render(data)
