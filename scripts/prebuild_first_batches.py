@@ -3,10 +3,10 @@
 cache that the GPU machine then starts from, so its GPUs do not wait for these nvcc runs.
 
     python3 scripts/prebuild_first_batches.py --shapes FILE --out cache.tgz [--arch sm_90a] [--acc fp32]
-                                              [--per-step 4] [--jobs N]
+                                              [--mode offline] [--per-step 4] [--jobs N] [--cache DIR]
 
 Each shape's first batch is what `cudal2 campaign --model builtin` proposes before any measurement
-(`BuiltinPolicy.propose` with no history, the campaign's search mode offline), rendered as the campaign renders it.
+(`BuiltinPolicy.propose` with no history, in the campaign's search mode), rendered as the campaign renders it.
 The builds go through the evaluator's content-hash cache (evaluator.compile), whose key holds the source, the arch,
 the flags and the nvcc and CUTLASS versions: a GPU machine with the same nvcc and CUTLASS finds them, any other
 rebuilds. On the GPU machine: `tar xzf cache.tgz -C "$CUDAL2_CACHE/build"` (scripts/device_bench.sh does it when
@@ -24,16 +24,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from evaluator.contract import MODES  # noqa: E402
 
 
-def first_batches(shapes: list[tuple], acc: str, arch: str, n: int) -> list[tuple[tuple, str, str]]:
+def first_batches(shapes: list[tuple], acc: str, arch: str, n: int, mode: str = "offline"
+                  ) -> list[tuple[tuple, str, str]]:
     """(shape, family, source) of each shape's first batch, one entry per distinct source."""
     from agent.families import render
     from agent.policy import BuiltinPolicy
 
     seen, out = set(), []
     for s in shapes:
-        for c in BuiltinPolicy(0).propose(s, acc, arch, [], n=n, mode="offline"):
+        for c in BuiltinPolicy(0).propose(s, acc, arch, [], n=n, mode=mode):
             src = render(c.family, c.params, s)
             if src not in seen:
                 seen.add(src)
@@ -50,13 +52,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path, help="the cache as a .tgz, to unpack into $CUDAL2_CACHE/build")
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--acc", choices=["fp32", "fp16"], default="fp32")
+    ap.add_argument("--mode", choices=MODES, default="offline", help="the campaign's --mode (default offline)")
     ap.add_argument("--per-step", type=int, default=4, help="the campaign's --per-step (default 4)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel nvcc processes")
     ap.add_argument("--cache", type=Path, default=None,
                     help="build in this compile cache and keep it (default: a temporary one); what it holds already "
                          "is not built again")
     a = ap.parse_args(argv)
-    todo = first_batches(load_shapes(a.shapes), a.acc, a.arch, a.per_step)
+    todo = first_batches(load_shapes(a.shapes), a.acc, a.arch, a.per_step, a.mode)
     print(f"{len(todo)} distinct kernels in the first batches of {a.shapes}", flush=True)
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
