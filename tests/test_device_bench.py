@@ -1,5 +1,6 @@
-"""scripts/device_bench.sh carries cuBLASLt-AutoTuning's picks from one device slice to the next (on this CPU machine
-the campaign itself stops at once for want of a GPU; the packing and unpacking around it is what runs)."""
+"""scripts/device_bench.sh carries cuBLASLt-AutoTuning's picks from one device slice to the next and unpacks builds
+made beforehand into its compile cache (on this CPU machine the campaign itself stops at once for want of a GPU; the
+packing and unpacking around it is what runs)."""
 from __future__ import annotations
 
 import json
