@@ -18,13 +18,14 @@ import math
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
+from agent.families.pricing import flop  # noqa: E402
 from agent.report import geomean  # noqa: E402
+from bench_targets import is_big  # noqa: E402
 
 REGIMES = (("back-to-back", "back to back"), ("separated", "separated"), ("steady", "power-steady"),
            ("server", "server"))
 OFFLINE = ("back-to-back", "separated", "steady")
-BIG = 2 ** 36
 TARGETS = {"geomean": 1.15, "win_rate": 0.90, "big_min": 0.97}
 
 
@@ -62,14 +63,18 @@ def _geomean(xs: list[float]) -> float:
     return float("nan") if g is None else g
 
 
-def _flop(key: str) -> int:
+def _shape(key: str) -> tuple[int, int, int]:
     m, n, k = map(int, key.split("x"))
-    return 2 * m * n * k
+    return m, n, k
+
+
+def _flop(key: str) -> float:
+    return flop(_shape(key))
 
 
 def summary(data: dict, regime: str) -> dict:
     vals = {k: e[regime]["best"] for k, e in data["shapes"].items() if "best" in e.get(regime, {})}
-    big = [v for k, v in vals.items() if _flop(k) >= BIG]
+    big = [v for k, v in vals.items() if is_big(_shape(k))]
     return {"n": len(vals), "geomean": _geomean(list(vals.values())),
             "win_rate": sum(v > 1 for v in vals.values()) / len(vals) if vals else float("nan"),
             "big_min": min(big) if big else None, "big_geomean": _geomean(big) if big else None,
