@@ -249,6 +249,41 @@ def test_hopper_raw_l2_hint_keeps_earlier_identities_and_marks_only_the_named_co
         hopper_raw.validate(dict(RAW_OK, l2_evict_first="last"))
 
 
+def test_the_mma_sync_cold_twins_put_every_k_tile_in_flight():
+    """ampere_cute's and small's cold-call twins deepen the ring until all of a CTA's k-tiles load at once (a cold
+    call reads B from DRAM: one round trip, not one per group), within an A100's shared memory and the domain's
+    deepest ring; none where every tile is in flight already. A server-mode search starts from them."""
+    from agent.families import cold_twin
+    from agent.policy.priors import priors
+
+    ac = {"bm": 32, "bn": 32, "bk": 64, "wm": 2, "wn": 2, "stages": 4, "prefetch": 3, "sw_b": 2, "sw_m": 3,
+          "sw_s": 3, "block_swizzle": 1, "reg_pipeline": True, "epilogue": "smem", "split_k": 1, "acc": "fp32"}
+    twin = cold_twin("ampere_cute", ac, (64, 64, 256))  # four k-tiles: three were in flight
+    assert (twin["prefetch"], twin["stages"]) == (4, 5) and {**twin, "prefetch": 3, "stages": 4} == ac
+    assert cold_twin("ampere_cute", ac, (64, 64, 192)) is None  # three k-tiles, three in flight
+    deep = cold_twin("ampere_cute", ac, (64, 64, 4096))  # 64 k-tiles: the deepest the domain has
+    assert (deep["prefetch"], deep["stages"]) == (7, 8)
+    split = cold_twin("ampere_cute", dict(ac, split_k=4, stages=3, prefetch=2), (64, 64, 1024))  # 4 tiles a slice
+    assert (split["prefetch"], split["stages"]) == (4, 5)
+    big = dict(ac, bm=128, bn=128, wm=2, wn=4, stages=3, prefetch=2)  # 32 KB a stage: an A100 holds five
+    bigger = cold_twin("ampere_cute", big, (1024, 1024, 4096))
+    assert (bigger["prefetch"], bigger["stages"]) == (4, 5)
+    for t in (twin, deep, split):
+        assert ampere_cute.feasible(t, None, "sm_80")[0] and ampere_cute.feasible(t, None, "sm_90a")[0]
+    sm = {"bm": 16, "bn": 32, "bk": 64, "wm": 1, "wn": 2, "stages": 3, "split_k": 1}
+    assert cold_twin("small", sm, (64, 64, 512))["stages"] == 6  # eight k-tiles: the deepest ring, five ahead
+    assert cold_twin("small", sm, (64, 64, 256))["stages"] == 5  # four k-tiles, all four ahead
+    assert cold_twin("small", sm, (64, 64, 128)) is None  # two k-tiles, both ahead already
+    clustered = {"bm": 16, "bn": 32, "bk": 128, "wm": 1, "wn": 1, "stages": 3, "split_k": 1, "cluster_k": 8,
+                 "epi": "smem"}
+    assert cold_twin("small", clustered, (64, 128, 1024)) is None  # one k-tile a CTA of the cluster
+    assert cold_twin("small", clustered, (64, 128, 4096))["stages"] == 5  # four
+    for fam, shape in (("ampere_cute", (64, 64, 1024)), ("small", (64, 64, 1024))):
+        offline, server = (priors(fam, shape, "fp32", "sm_90a", mode) for mode in ("offline", "server"))
+        drop_pdl = lambda ps: [{k: v for k, v in p.items() if k != "pdl"} for p in ps]  # noqa: E731
+        assert drop_pdl(server) == drop_pdl([cold_twin(fam, p, shape) or p for p in offline]) != drop_pdl(offline)
+
+
 def test_the_cold_twin_hints_the_operand_its_grid_reads_once():
     """hopper_raw's cold-call twin puts evict_first on the operand of 32 MiB or more that one or two tiles across
     read (A per tile column, B per tile row; in the kernel's own terms where it swaps them); a search timed in server

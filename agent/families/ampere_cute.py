@@ -5,7 +5,7 @@ import itertools
 from typing import Any
 
 from . import pricing
-from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, WS_FLOATS, ceil_div, in_16_byte_rows, launch_knobs,
+from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, WS_FLOATS, arch_limits, ceil_div, in_16_byte_rows, launch_knobs,
                      render_feasible, smem_problem, splitk_problem, validate_with_defaults, validated)
 
 NAME = "ampere_cute"
@@ -143,6 +143,21 @@ def repair(p: dict[str, Any]) -> dict[str, Any]:
     q["prefetch"] = max(1, min(q["prefetch"], q["stages"] - 1))
     q["sw_b"] = min(q["sw_b"], {32: 2, 64: 3}[q["bk"]])
     return q
+
+
+def cold_twin(params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, Any] | None:
+    """The same kernel for a cold single call (agent.families.COLD_MODE): every k-tile its CTA multiplies in flight
+    from the start (`prefetch`, with the ring to hold them), up to the domain's deepest, or None where they are
+    already or no deeper ring fits. A cold call reads B from DRAM, so each group of `prefetch` tiles waits its own
+    round trip there; back to back the operands sit in the L2, where the search ranked the prefetch it found. The
+    ring stays within an A100's shared memory, so the twin builds for either arch the family serves."""
+    p = validate(params)
+    per = ceil_div(shape[2] // p["bk"], p["split_k"])
+    for d in range(min(per, DOMAIN["prefetch"][-1]), p["prefetch"], -1):
+        q = dict(p, prefetch=d, stages=max(p["stages"], d + 1))
+        if feasible(q, shape, "sm_90a")[0] and not smem_problem(smem_bytes(q), arch_limits("sm_80")):
+            return q
+    return None
 
 
 def prior(shape: tuple[int, int, int], acc: str, sms: int = 132) -> dict[str, Any]:

@@ -146,6 +146,20 @@ def repair(p: dict[str, Any]) -> dict[str, Any]:
     return dict(p)
 
 
+def cold_twin(params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, Any] | None:
+    """The same kernel for a cold single call (agent.families.COLD_MODE): a ring one stage deeper than the k-tiles its
+    CTA multiplies, so that all of them are in flight from the start (the kernel keeps stages - 1 ahead), up to the
+    domain's deepest, or None where they are already or no deeper ring fits (ampere_cute.cold_twin says why). Within
+    an A100's shared memory, as the family serves sm_80 too."""
+    p = validate(params)
+    per = ceil_div(ceil_div(shape[2], p["bk"]), p["split_k"] * p.get("cluster_k", 1))
+    for stages in range(min(per + 1, DOMAIN["stages"][-1]), p["stages"], -1):
+        q = dict(p, stages=stages)
+        if feasible(q, shape, "sm_90a")[0] and not smem_problem(smem_bytes(q), arch_limits("sm_80")):
+            return q
+    return None
+
+
 def empty_cluster_splits(kt: int, ck: int) -> bool:
     """Whether K's kt tiles, dealt out ceil(kt / ck) to a CTA, leave some of the cluster's ck CTAs none."""
     return ck > kt or ceil_div(kt, ceil_div(kt, ck)) < ck
