@@ -6,6 +6,7 @@ import io
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -459,12 +460,26 @@ def test_a_tournament_of_leaders_picks_the_winner_and_is_played_once(tmp_path):
     assert (rows["offline"].variant_id, rows["server"].variant_id) == (ranked[0].id, ranked[2].id)
     assert rows["server"].final and rows["server"].extra["mode_winner"]
     manifest = export_archive(cfg.run_dir / "archive.sqlite", tmp_path / "export", run_dir=cfg.run_dir)
-    assert [(e["variant_id"], e["winner_in_modes"]) for e in manifest["kernels"]] == [(ranked[0].id, []),
+    assert [(e["variant_id"], e["winner_in_modes"]) for e in manifest["kernels"]] == [(ranked[0].id, ["offline"]),
                                                                                        (ranked[2].id, ["server"])]
     assert manifest["kernels"][1]["file"].endswith("_server.cu") and "server" in manifest["kernels"][1][
         "speedups_by_mode"]
     campaign(tmp_path, [shape], budget=6, final_repeats=1, seam=TournamentSeam(tmp_path / "calls.jsonl"))
     assert [r for r in log_records(tmp_path / "calls.jsonl")[len(recs):] if r["op"] in ("eval", "tournament")] == []
+    # a variant archived after the offline finals (a server tournament's cold twin) that outranks the search's winner
+    # leaves the offline row on the kernel those finals measured, also in a run that predates recording it
+    faster = EvalResult.from_json(ranked[0].result.to_json())
+    for t in faster.baselines.values():
+        t.speedup_mean, t.speedup_median = 2 * t.speedup_mean, 2 * t.speedup_median
+    twin = arch.add("t", GPU, "fp32", shape, ranked[0].read_source() + "// twin\n", "cold_twin", faster)
+    assert arch.best(GPU, "fp32", shape).id == twin
+    with sqlite3.connect(cfg.run_dir / "campaign.sqlite") as c:
+        for older in (False, True):
+            if older:
+                c.execute("DELETE FROM mode_winners WHERE mode='offline'")
+                c.commit()
+            rows = {r.mode: r for r in collect_rows(cfg.run_dir)}
+            assert (rows["offline"].variant_id, rows["offline"].final) == (ranked[0].id, True), older
 
 
 def test_a_rival_refused_in_a_tournament_leaves_and_the_next_leader_plays(tmp_path):

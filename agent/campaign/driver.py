@@ -416,12 +416,17 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
         """The leader that is fastest in `mode`: the search's winner where the mode is the search's own (or no
         tournament can be played), else the winner of one tournament timed in that mode of the top `confirm_top`
         leaders and other families' best close behind them (`mode_players`), kept in campaign.sqlite, so a resumed
-        run does not replay it. A leader whose timed output is wrong there cannot win."""
-        if mode == cfg.mode or not cfg.mode_winners or cfg.confirm_top < 2 or not seam.tournaments:
-            return best
+        run does not replay it. A leader whose timed output is wrong there cannot win. The search's own mode's
+        winner is kept there too: a cold twin archived by a later mode's tournament may outrank it, and its finals
+        must still name the kernel they measured."""
         known = cdb.get_mode_winner(gpu, acc, shape, mode)
         if known is not None:
             return archive.get(known["variant_id"]) or best
+        if mode == cfg.mode:
+            cdb.put_mode_winner(gpu, acc, shape, mode, best.id, {})
+            return best
+        if not cfg.mode_winners or cfg.confirm_top < 2 or not seam.tournaments:
+            return best
         lead = mode_players(archive.ranked(gpu, acc, shape), cfg.confirm_top)
         if mode == COLD_MODE:
             lead += cold_twins(shape, lead)
