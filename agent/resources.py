@@ -18,13 +18,14 @@ def data_dir(name: str) -> Path:
 
 
 def code_commit() -> str | None:
-    """The short commit of the source checkout this code runs from, which benchmark outputs name; None outside a
-    git checkout (an installed wheel) or without git."""
+    """The short commit of the source checkout this code runs from, which benchmark outputs name; outside a git
+    checkout (an installed wheel, a copy of the tree on a lent GPU machine) the CUDAL2_COMMIT variable, else None."""
+    import os
     import subprocess
 
     try:
         r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=_PACKAGE.parent, capture_output=True,
                            text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
-        return None
-    return (r.stdout.strip() or None) if r.returncode == 0 else None
+        r = None
+    return (r.stdout.strip() if r is not None and r.returncode == 0 else "") or os.environ.get("CUDAL2_COMMIT") or None

@@ -159,6 +159,15 @@ def _short_uuid(uuid: str) -> str:
     return uuid.removeprefix("GPU-")[:8]
 
 
+def _commits_line(run_dirs: list[Path]) -> str:
+    """The code commits the runs searched and measured with (campaign.json keeps one per start that changed it)."""
+    from agent.campaign.db import run_record
+
+    commits = list(dict.fromkeys(c for d in run_dirs for c in run_record(d).get("commits", [])))
+    return (f"- code: commit{'s' if len(commits) > 1 else ''} {', '.join(commits)} (each start of the campaign)"
+            if commits else "- code: the run records no commit (it predates that record); see the page that cites it")
+
+
 def _physical_note(uuids: list[str]) -> str:
     if not uuids:
         return ""
@@ -237,6 +246,7 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
     lines = [f"# Built-in policy benchmark ({a.acc} accumulation"
              + ("" if search_mode == "offline" else f", searched in {search_mode} mode") + ")", "",
              f"- device: {gpu}{_physical_note(uuids)}; date: {datetime.date.today().isoformat()}; shapes: `{a.shapes}`",
+             _commits_line(run_dirs),
              f"- budget: {a.budget} candidates per shape, {getattr(a, 'profile', defaults['profile'])} timing "
              f"profile during the search ({search_mode} timing); {chose}; the winner",
              f"  re-measured in {', '.join(modes) or 'no mode yet'} against every baseline, interleaved in one "

@@ -6,7 +6,8 @@
 # it also carries the baselines' autotuning picks (autotune_picks/ in the run folder), so every slice uses the same.
 # The run folder is packed into $OUT/runs.tgz at the end, also when BENCH_S stops the campaign; once the campaign
 # finishes, $OUT holds the generated table too (RUNS_DIR: where the run folder lives, /tmp/runs by default).
-# Other arguments go to scripts/bench_builtin_policy.py.
+# Other arguments go to scripts/bench_builtin_policy.py. The machine's copy of the tree may have no .git: give the
+# code's commit as CUDAL2_COMMIT=<hash>, which the run's campaign.json records for the table's header.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device-out}; mkdir -p "$OUT"

@@ -45,7 +45,8 @@ def figures(run_dir: Path) -> dict:
                 out["shapes"].setdefault(key, {})[mode] = {"status": failed[0]}
             continue
         out.setdefault("gpu", r.gpu.get("name"))
-        out.setdefault("gpu_uuid", r.gpu.get("gpu_uuid"))
+        if r.gpu.get("gpu_uuid") and r.gpu["gpu_uuid"] not in out.setdefault("gpu_uuids", []):
+            out["gpu_uuids"].append(r.gpu["gpu_uuid"])
         if mode == "offline":
             if "steady" not in r.candidate.detail.get("timing", {}):
                 continue
@@ -103,11 +104,17 @@ def _evaluations(data: dict) -> str:
             f"the median of up to {most} evaluations (the one whose speedup against AutoTuning-max is the median)")
 
 
+def _uuids(data: dict) -> str:
+    """The physical GPUs the figures came from (older data files name one)."""
+    uuids = sorted(data.get("gpu_uuids") or [data.get("gpu_uuid") or ""])
+    return f"GPU{'s' if len(uuids) > 1 else ''} " + ", ".join(str(u)[4:12] for u in uuids)
+
+
 def render(data: dict) -> str:
     shapes = sorted(data["shapes"], key=_flop)
     cell = lambda e, r: f"{e[r]['best']:.3f}" if "best" in e.get(r, {}) else (e.get(r, {}).get("status") or "—")
     lines = [f"# Built-in policy finals in every timing regime (fp32 accumulation)", "",
-             f"- device: {data.get('gpu')} (GPU {str(data.get('gpu_uuid') or '')[4:12]}); measured "
+             f"- device: {data.get('gpu')} ({_uuids(data)}); measured "
              f"{data.get('date')} with code at commit {data.get('commit')}; table made by "
              f"`scripts/regimes_table.py` from `{data.get('data_file')}`",
              f"- campaign: {data.get('command')}",
@@ -174,15 +181,17 @@ def main() -> int:
     ap.add_argument("--previous-what", default="", help="one line on what the older table measured")
     ap.add_argument("--command", default="", help="the campaign's command line, for the header")
     ap.add_argument("--date", default="")
+    ap.add_argument("--commit", default="", help="the code the run measured with, where its campaign.json does not "
+                    "record it (runs before 2026-11-28)")
     a = ap.parse_args()
     if a.run:
         if not (a.run / "campaign.sqlite").is_file():
             print(f"regimes_table: {a.run} has no campaign.sqlite", file=sys.stderr)
             return 2
         data = figures(a.run)
-        from agent.resources import code_commit
+        from agent.campaign.db import run_record
 
-        data["commit"] = code_commit() or ""
+        data["commit"] = ", ".join(run_record(a.run).get("commits", [])) or a.commit or "(not recorded by the run)"
         data.update(date=a.date, command=a.command, data_file=str(a.data))
         if a.previous:
             data["previous"] = {"what": a.previous_what, "offline": previous_offline(a.previous)}

@@ -199,6 +199,9 @@ def test_progress_archive_finals_and_global_seeding(tmp_path):
     # What the benchmark's table states about the search is recorded with the run (scripts/bench_builtin_policy.py).
     made = json.loads((cfg.run_dir / "campaign.json").read_text())
     assert (made["budget_candidates"], made["n_per_step"], made["confirm_top"], made["final_repeats"]) == (6, 2, 3, 3)
+    from agent.resources import code_commit
+
+    assert made["commits"] == [code_commit()] and made["commits"][0]  # a resume at the same commit adds none
     # Compile-ahead: every evaluated kernel was sent to the compile pool before its evaluation finished.
     recs = log_records(tmp_path / "calls.jsonl")
     first_compile = {}
@@ -608,3 +611,21 @@ def test_server_mode_plays_the_leaders_cold_twin(tmp_path):
     parent = arch.get(twin.parent)
     assert parent.id == made[0]["input"]["of"] and parent.proposer != "cold-twin"
     assert cold_twin(parent.family, parent.params, shape) == twin.params
+
+
+def test_code_commit_outside_a_checkout_comes_from_the_environment(tmp_path):
+    """A lent GPU machine gets a copy of the tree without .git: the commit the benchmark outputs and a run's record
+    name is then CUDAL2_COMMIT, or nothing (never another checkout's)."""
+    import shutil
+
+    pkg = tmp_path / "copy" / "agent"
+    pkg.mkdir(parents=True)
+    shutil.copy(REPO / "agent" / "resources.py", pkg / "resources.py")
+    code = "import importlib.util as u, sys; s = u.spec_from_file_location('r', sys.argv[1]); m = u.module_from_spec(s)" \
+           "; s.loader.exec_module(m); print(m.code_commit())"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k != "CUDAL2_COMMIT"}
+    env["GIT_CEILING_DIRECTORIES"] = str(tmp_path)
+    for extra, want in (({}, "None"), ({"CUDAL2_COMMIT": "abc1234"}, "abc1234")):
+        r = subprocess.run([sys.executable, "-c", code, str(pkg / "resources.py")], cwd=tmp_path, text=True,
+                           capture_output=True, env={**env, **extra}, timeout=60)
+        assert r.returncode == 0 and r.stdout.strip() == want, r.stderr

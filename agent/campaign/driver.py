@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 from agent.campaign.db import RUN_RECORD, CampaignDB, run_record
 from agent.campaign.progress import PROGRESS_BASELINES, Progress, ShapeProgress
+from agent.resources import code_commit
 from agent.shapes import Shape, shape_str
 from evaluator.contract import MODES
 from evaluator.record import BEST_NVIDIA, EvalResult
@@ -230,8 +231,12 @@ def _check_run_params(cfg: CampaignConfig, seam: Seam, model_public: dict) -> No
                             f"settings or start another with --run NAME")
     shapes = [tuple(s) for s in prev.get("shapes", [])]
     shapes += [s for s in cfg.shapes if s not in shapes]
+    # a resumed run may measure with other code: its tables name every commit it ran at
+    commits = list(prev.get("commits", []))
+    if (here := code_commit() or "unknown") not in commits[-1:]:
+        commits.append(here)
     doc = {**prev, **now, "run": cfg.run, "shapes": [list(s) for s in shapes], "model": model_public,
-           "budget_candidates": cfg.budget_candidates, "budget_minutes": cfg.budget_minutes,
+           "commits": commits, "budget_candidates": cfg.budget_candidates, "budget_minutes": cfg.budget_minutes,
            # what a report's header states about the search (the last invocation's, on a resumed run)
            "n_per_step": cfg.n_per_step, "confirm_top": cfg.confirm_top, "final_repeats": cfg.final_repeats,
            "created": prev.get("created", time.time()), "updated": time.time()}
