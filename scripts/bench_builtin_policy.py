@@ -159,6 +159,17 @@ def _short_uuid(uuid: str) -> str:
     return uuid.removeprefix("GPU-")[:8]
 
 
+def _without(sel: list, moved: list) -> str:
+    """The mode's summary against best NVIDIA over the shapes whose baselines held between the finals."""
+    from agent.report import summarise
+
+    kept = [r for r in sel if r not in moved]
+    if not kept:
+        return "no shape left"
+    rest = summarise(kept, BEST_NVIDIA)
+    return f"geomean {_f(rest['geomean'])}, win rate {_pct(rest['win_rate'])} over {rest['n_all']} shapes"
+
+
 def _commits_line(run_dirs: list[Path]) -> str:
     """The code commits the runs searched and measured with (campaign.json keeps one per start that changed it)."""
     from agent.campaign.db import run_record
@@ -303,7 +314,8 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
                     if short else []),
                   *([f"**{len(moved)} shapes (marked ‡): the fastest NVIDIA baseline's time moved by 5% or more "
                      "between the final evaluations, three times as far as the kernel's or more, so the figure "
-                     "depends on which evaluation is the median (docs/evaluator.md, server mode).**", ""]
+                     "depends on which evaluation is the median (docs/evaluator.md, server mode). Without "
+                     f"them, against best NVIDIA: {_without(sel, moved)}.**", ""]
                     if moved else []),
                   *([f"**{len(unbased)} shapes have a correct kernel but no {BASELINE} figure and are left out "
                      "of the figures above: " + ", ".join("×".join(map(str, sh)) for sh in unbased) + ".**", ""]

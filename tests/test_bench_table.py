@@ -307,6 +307,7 @@ def test_finals_whose_baselines_moved_and_the_kernel_held_are_marked(tmp_path):
     md = _bench().summarise_run(run, args)
     server, offline = md.split("## server")[1], md.split("## offline")[1].split("## ")[0]
     assert "1 shapes (marked ‡)" in server and _row(server, SHAPE)[3].endswith("‡")
+    assert "Without them, against best NVIDIA: no shape left" in server  # the run has this one shape
     assert "‡" not in offline
     targets = md.split("## Targets")[1].split("## ")[0]  # the targets that stand on it say so too
     assert "baselines moved between the finals while the kernel held (‡ below; the median may read high): " \
