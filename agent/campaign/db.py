@@ -77,8 +77,7 @@ class CampaignDB:
                        time.time()))
 
     def mode_winners(self) -> dict[tuple, dict[str, int]]:
-        """(gpu, acc, shape) -> {mode: variant id} for every mode whose tournament was played, and the search's own
-        mode (no figures: the search chose it)."""
+        """(gpu, acc, shape) -> {mode: variant id} for every mode whose tournament was played."""
         with self._conn() as c:
             rows = c.execute("SELECT gpu, acc, m, n, k, mode, variant_id FROM mode_winners").fetchall()
         out: dict[tuple, dict[str, int]] = {}

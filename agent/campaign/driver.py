@@ -421,17 +421,12 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
         """The leader that is fastest in `mode`: the search's winner where the mode is the search's own (or no
         tournament can be played), else the winner of one tournament timed in that mode of the top `confirm_top`
         leaders and other families' best close behind them (`mode_players`), kept in campaign.sqlite, so a resumed
-        run does not replay it. A leader whose timed output is wrong there cannot win. The search's own mode's
-        winner is kept there too: a cold twin archived by a later mode's tournament may outrank it, and its finals
-        must still name the kernel they measured."""
+        run does not replay it. A leader whose timed output is wrong there cannot win."""
+        if mode == cfg.mode or not cfg.mode_winners or cfg.confirm_top < 2 or not seam.tournaments:
+            return best
         known = cdb.get_mode_winner(gpu, acc, shape, mode)
         if known is not None:
             return archive.get(known["variant_id"]) or best
-        if mode == cfg.mode:
-            cdb.put_mode_winner(gpu, acc, shape, mode, best.id, {})
-            return best
-        if not cfg.mode_winners or cfg.confirm_top < 2 or not seam.tournaments:
-            return best
         lead = mode_players(archive.ranked(gpu, acc, shape), cfg.confirm_top)
         if mode == COLD_MODE:
             lead += cold_twins(shape, lead)
@@ -450,8 +445,17 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
         if cfg.confirm_top > 0:
             (tournament if seam.tournaments else confirm)(shape)
         best = archive.best(gpu, acc, shape)
+        # the other modes' winners first: a cold twin that server mode's tournament archives (measured once in the
+        # search's mode) may outrank the search's leaders, which then play again with it, so that the search mode's
+        # finals measure the archive's best and not a kernel it has set aside
+        wins = {mode: mode_winner(shape, mode, best) for mode in cfg.final_modes
+                if mode != cfg.mode and best is not None}
+        now = archive.best(gpu, acc, shape)
+        if cfg.confirm_top > 0 and best is not None and now is not None and now.id != best.id:
+            (tournament if seam.tournaments else confirm)(shape)
+            best = archive.best(gpu, acc, shape)
         for mode in cfg.final_modes if best is not None else ():
-            win = mode_winner(shape, mode, best)
+            win = wins.get(mode, best)
             src = win.read_source()
             for rep in range(cfg.final_repeats):
                 if cdb.get_final(gpu, acc, shape, mode, win.source_hash, rep) is not None:
