@@ -621,8 +621,8 @@ def test_code_commit_outside_a_checkout_comes_from_the_environment(tmp_path):
     pkg = tmp_path / "copy" / "agent"
     pkg.mkdir(parents=True)
     shutil.copy(REPO / "agent" / "resources.py", pkg / "resources.py")
-    code = "import importlib.util as u, sys; s = u.spec_from_file_location('r', sys.argv[1]); m = u.module_from_spec(s)" \
-           "; s.loader.exec_module(m); print(m.code_commit())"
+    code = ("import importlib.util as u, sys; s = u.spec_from_file_location('r', sys.argv[1]); "
+            "m = u.module_from_spec(s); s.loader.exec_module(m); print(m.code_commit())")
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k != "CUDAL2_COMMIT"}
     env["GIT_CEILING_DIRECTORIES"] = str(tmp_path)
     for extra, want in (({}, "None"), ({"CUDAL2_COMMIT": "abc1234"}, "abc1234")):
