@@ -50,6 +50,10 @@ def test_the_table_shows_the_winners_search_measurements(tmp_path):
     assert cells[names.index("search measurements")] == f"{first:.3f} / {second:.3f}"
     assert cells[names.index("family")] == "hopper_wgmma"
     assert cells[names.index("tried")] == "3"
+    # the code the run measured with: campaign.json's commits, one per start that changed it
+    assert "- code: the run records no commit" in md
+    (run / "campaign.json").write_text(json.dumps({"commits": ["aaa1111", "bbb2222"]}))
+    assert "- code: commits aaa1111, bbb2222 (each start of the campaign)" in _bench().summarise_run(run, args)
 
 
 def test_each_mode_also_gives_the_figures_against_best_nvidia(tmp_path):
