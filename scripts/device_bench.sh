@@ -15,7 +15,7 @@ OUT=${OUT:-device-out}; mkdir -p "$OUT"
 RUN=${RUN:?set RUN to the campaign run name}
 RUNS=${RUNS_DIR:-/tmp/runs}; mkdir -p "$RUNS"
 if [ -n "${RUNS_TGZ:-}" ]; then tar xzf "$RUNS_TGZ" -C "$RUNS" || exit 1; fi
-# PREBUILT: a compile cache of the campaign's first builds made without a GPU (scripts/prebuild_first_batches.py)
+# PREBUILT: a compile cache made without a GPU (scripts/prebuild_first_batches.py: first batches, or --run: the players)
 if [ -n "${PREBUILT:-}" ]; then mkdir -p "$CUDAL2_CACHE/build" && tar xzf "$PREBUILT" -C "$CUDAL2_CACHE/build"; fi
 # cuBLASLt-AutoTuning's picks travel with the run: each machine would otherwise tune again and may pick another
 # algorithm (once: TN 160.8-167.9 us on its first machine, another pick at 153.4-156.0 on its third), and one run

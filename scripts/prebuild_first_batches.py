@@ -4,6 +4,12 @@ cache that the GPU machine then starts from, so its GPUs do not wait for these n
 
     python3 scripts/prebuild_first_batches.py --shapes FILE --out cache.tgz [--arch sm_90a] [--acc fp32]
                                               [--mode offline] [--per-step 4] [--jobs N] [--cache DIR]
+    python3 scripts/prebuild_first_batches.py --run RUN_DIR --out cache.tgz [--confirm-top 3] ...
+
+With --run, what a resumed run's tournaments play instead: each shape's mode players (`mode_players`: the top
+leaders and other families' best close behind) and their cold twins (`agent.families.cold_twin`), as archived or
+rendered. A campaign whose finals were reset (a mode's `final_runs` and `mode_winners` rows deleted to measure it
+again) replays those tournaments on a machine that starts bare, and a CUTLASS player takes 1-2 minutes to build.
 
 Each shape's first batch is what `cudal2 campaign --model builtin` proposes before any measurement
 (`BuiltinPolicy.propose` with no history, in the campaign's search mode), rendered as the campaign renders it.
@@ -43,12 +49,35 @@ def first_batches(shapes: list[tuple], acc: str, arch: str, n: int, mode: str = 
     return out
 
 
+def tournament_players(run_dir: Path, top: int) -> list[tuple[tuple, str, str]]:
+    """(shape, family, source) of every shape's mode players in a run folder and of their cold twins, one entry per
+    distinct source."""
+    from agent.campaign.archive import Archive
+    from agent.campaign.driver import mode_players
+    from agent.families import cold_twin, render
+
+    archive = Archive(run_dir / "archive.sqlite")
+    seen, out = set(), []
+    for key in archive.shapes():
+        shape = tuple(key.shape)
+        for v in mode_players(archive.ranked(key.gpu, key.acc, shape), top):
+            twin = cold_twin(v.family, v.params, shape) if v.family and v.params else None
+            for src in (v.read_source(), *([render(v.family, twin, shape)] if twin else [])):
+                if src not in seen:
+                    seen.add(src)
+                    out.append((shape, v.family or "model", src))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     from agent.shapes import load_shapes
     from evaluator.compile import compile_kernel
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shapes", required=True, type=Path)
+    what = ap.add_mutually_exclusive_group(required=True)
+    what.add_argument("--shapes", type=Path, help="a campaign's shape list: build each shape's first batch")
+    what.add_argument("--run", type=Path, help="a run folder: build its tournaments' players and their cold twins")
+    ap.add_argument("--confirm-top", type=int, default=3, help="the campaign's --confirm-top (default 3)")
     ap.add_argument("--out", required=True, type=Path, help="the cache as a .tgz, to unpack into $CUDAL2_CACHE/build")
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--acc", choices=["fp32", "fp16"], default="fp32")
@@ -59,8 +88,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="build in this compile cache and keep it (default: a temporary one); what it holds already "
                          "is not built again")
     a = ap.parse_args(argv)
-    todo = first_batches(load_shapes(a.shapes), a.acc, a.arch, a.per_step, a.mode)
-    print(f"{len(todo)} distinct kernels in the first batches of {a.shapes}", flush=True)
+    if a.run is not None:
+        if not (a.run / "archive.sqlite").is_file():
+            print(f"prebuild: {a.run} is not a run folder (no archive.sqlite)", file=sys.stderr)
+            return 2
+        todo = tournament_players(a.run, a.confirm_top)
+        print(f"{len(todo)} distinct kernels among the tournament players of {a.run}", flush=True)
+    else:
+        todo = first_batches(load_shapes(a.shapes), a.acc, a.arch, a.per_step, a.mode)
+        print(f"{len(todo)} distinct kernels in the first batches of {a.shapes}", flush=True)
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         cache = a.cache or Path(tmp) / "build"

@@ -30,3 +30,38 @@ def test_the_first_batch_built_here_is_a_cache_hit_there(tmp_path):
     for c in batch:  # what the campaign compiles first: already built
         info = compile_kernel(render(c.family, c.params, (16, 16, 128)), "sm_90a", cache_dir=there)
         assert info.ok and info.cached, info.log
+
+
+def test_a_runs_tournament_players_and_their_cold_twins_built_here_are_cache_hits_there(tmp_path):
+    """--run: a resumed run whose mode tournaments are to be played again on a bare machine finds its players and
+    their cold twins built (hopper_raw's streaming config of an M = 64 shape has a twin: the L2 hint on B)."""
+    import json
+
+    from agent.campaign.archive import Archive
+    from agent.families import cold_twin
+    from evaluator.record import EvalResult
+    from http_servers import RECORDED_RESULTS
+
+    shape = (64, 4096, 8192)
+    recorded = json.loads(RECORDED_RESULTS.read_text())
+    run = tmp_path / "runs" / "r"
+    archive = Archive(run / "archive.sqlite")
+    params = [{"tile_m": 64, "tile_n": 64, "stages": 14, "cluster_k": 2, "group": 1, "acc": "fp32"},
+              {"tile_m": 64, "tile_n": 128, "stages": 8, "cluster_k": 2, "group": 1, "acc": "fp32"}]
+    for p, tag in zip(params, ("wgmma", "tile128")):
+        archive.add("r", "NVIDIA H200", "fp32", shape, render("hopper_raw", p, shape), "builtin",
+                    EvalResult.from_dict(recorded[tag]), family="hopper_raw", params=p)
+    out = tmp_path / "players.tgz"
+    script = load_script("prebuild_first_batches")
+    assert script.main(["--run", str(run), "--out", str(out), "--jobs", "2"]) == 0
+    there = tmp_path / "gpu_machine_cache"
+    with tarfile.open(out) as tar:
+        tar.extractall(there, filter="data")
+    twins = [cold_twin("hopper_raw", p, shape) for p in params]
+    assert all(t and t["l2_evict_first"] == "b" for t in twins)
+    sources = [render("hopper_raw", p, shape) for p in params + twins]
+    assert len(set(sources)) == 4
+    for src in sources:
+        info = compile_kernel(src, "sm_90a", cache_dir=there)
+        assert info.ok and info.cached, info.log
+    assert script.main(["--run", str(tmp_path), "--out", str(out)]) == 2  # not a run folder
