@@ -260,8 +260,8 @@ def collect_rows(run_dir: str | Path) -> list[ShapeRow]:
             continue
         # a final mode that played its own tournament measured its winner, which may be another leader
         by_mode = {m: archive.get(i) or best for m, i in winners.get((key.gpu, key.acc, tuple(key.shape)), {}).items()}
-        # a run that predates recording the search mode's winner: a cold twin archived after that mode's finals may
-        # outrank the kernel they measured, which the finals name
+        # in a run from before the finals waited for every mode's tournament (2026-11-28), a cold twin archived after
+        # the search mode's finals may outrank the kernel they measured: the finals name it
         for f in finals.get((key.gpu, key.acc, tuple(key.shape)), []):
             if f["mode"] not in by_mode and f["source_hash"] != best.source_hash and not any(
                     g["mode"] == f["mode"] and g["source_hash"] == best.source_hash

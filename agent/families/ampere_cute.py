@@ -5,8 +5,8 @@ import itertools
 from typing import Any
 
 from . import pricing
-from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, WS_FLOATS, arch_limits, ceil_div, in_16_byte_rows, launch_knobs,
-                     render_feasible, smem_problem, splitk_problem, validate_with_defaults, validated)
+from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, WS_FLOATS, arch_limits, ceil_div, in_16_byte_rows,
+                     launch_knobs, render_feasible, smem_problem, splitk_problem, validate_with_defaults, validated)
 
 NAME = "ampere_cute"
 TEMPLATE = "ampere_cute.cu.j2"
