@@ -258,18 +258,18 @@ def collect_rows(run_dir: str | Path) -> list[ShapeRow]:
         if best is None:
             rows.append(ShapeRow(mode=search_mode, result=None, **common))
             continue
+        shape_finals = finals.get((key.gpu, key.acc, tuple(key.shape)), [])
         # a final mode that played its own tournament measured its winner, which may be another leader
         by_mode = {m: archive.get(i) or best for m, i in winners.get((key.gpu, key.acc, tuple(key.shape)), {}).items()}
         # in a run from before the finals waited for every mode's tournament (2026-11-28), a cold twin archived after
         # the search mode's finals may outrank the kernel they measured: the finals name it
-        for f in finals.get((key.gpu, key.acc, tuple(key.shape)), []):
-            if f["mode"] not in by_mode and f["source_hash"] != best.source_hash and not any(
-                    g["mode"] == f["mode"] and g["source_hash"] == best.source_hash
-                    for g in finals[(key.gpu, key.acc, tuple(key.shape))]):
+        of_best = {f["mode"] for f in shape_finals if f["source_hash"] == best.source_hash}
+        for f in shape_finals:
+            if f["mode"] not in by_mode and f["mode"] not in of_best:
                 by_mode[f["mode"]] = archive.get(f["variant_id"]) or best
         passed: dict[str, list[EvalResult]] = {}
         failed: dict[str, list[str]] = {}  # a final evaluation that failed a check is shown, never dropped quietly
-        for f in finals.get((key.gpu, key.acc, tuple(key.shape)), []):
+        for f in shape_finals:
             if f["source_hash"] == by_mode.get(f["mode"], best).source_hash:
                 if f["result"].ok:
                     passed.setdefault(f["mode"], []).append(f["result"])

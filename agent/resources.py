@@ -26,6 +26,8 @@ def code_commit() -> str | None:
     try:
         r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=_PACKAGE.parent, capture_output=True,
                            text=True, timeout=10)
+        if r.returncode == 0 and r.stdout.strip():
+            return r.stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
-        r = None
-    return (r.stdout.strip() if r is not None and r.returncode == 0 else "") or os.environ.get("CUDAL2_COMMIT") or None
+        pass
+    return os.environ.get("CUDAL2_COMMIT") or None

@@ -445,15 +445,15 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
         if cfg.confirm_top > 0:
             (tournament if seam.tournaments else confirm)(shape)
         best = archive.best(gpu, acc, shape)
-        # the other modes' winners first: a cold twin that server mode's tournament archives (measured once in the
-        # search's mode) may outrank the search's leaders, which then play again with it, so that the search mode's
-        # finals measure the archive's best and not a kernel it has set aside
-        wins = {mode: mode_winner(shape, mode, best) for mode in cfg.final_modes
-                if mode != cfg.mode and best is not None}
-        now = archive.best(gpu, acc, shape)
-        if cfg.confirm_top > 0 and best is not None and now is not None and now.id != best.id:
-            (tournament if seam.tournaments else confirm)(shape)
-            best = archive.best(gpu, acc, shape)
+        wins = {}
+        if best is not None:
+            # the other modes' winners first: a cold twin that server mode's tournament archives (measured once in
+            # the search's mode) may outrank the search's leaders, which then play again with it, so that the search
+            # mode's finals measure the archive's best and not a kernel it has set aside
+            wins = {mode: mode_winner(shape, mode, best) for mode in cfg.final_modes if mode != cfg.mode}
+            if cfg.confirm_top > 0 and (now := archive.best(gpu, acc, shape)) is not None and now.id != best.id:
+                (tournament if seam.tournaments else confirm)(shape)
+                best = archive.best(gpu, acc, shape)
         for mode in cfg.final_modes if best is not None else ():
             win = wins.get(mode, best)
             src = win.read_source()

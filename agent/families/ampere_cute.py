@@ -5,7 +5,7 @@ import itertools
 from typing import Any
 
 from . import pricing
-from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, WS_FLOATS, arch_limits, ceil_div, in_16_byte_rows,
+from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, WS_FLOATS, ceil_div, first_on_both_archs, in_16_byte_rows,
                      launch_knobs, render_feasible, smem_problem, splitk_problem, validate_with_defaults, validated)
 
 NAME = "ampere_cute"
@@ -153,11 +153,9 @@ def cold_twin(params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, 
     ring stays within an A100's shared memory, so the twin builds for either arch the family serves."""
     p = validate(params)
     per = ceil_div(shape[2] // p["bk"], p["split_k"])
-    for d in range(min(per, DOMAIN["prefetch"][-1]), p["prefetch"], -1):
-        q = dict(p, prefetch=d, stages=max(p["stages"], d + 1))
-        if feasible(q, shape, "sm_90a")[0] and not smem_problem(smem_bytes(q), arch_limits("sm_80")):
-            return q
-    return None
+    return first_on_both_archs((dict(p, prefetch=d, stages=max(p["stages"], d + 1))
+                                for d in range(min(per, DOMAIN["prefetch"][-1]), p["prefetch"], -1)),
+                               feasible, smem_bytes, shape)
 
 
 def prior(shape: tuple[int, int, int], acc: str, sms: int = 132) -> dict[str, Any]:

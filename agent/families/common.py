@@ -127,6 +127,15 @@ def smem_problem(smem: int, lim: ArchLimits) -> str:
     return f"shared memory {smem} B > {lim.smem_per_block} B per block on {lim.name}"
 
 
+def first_on_both_archs(candidates, feasible, smem_bytes, shape) -> dict[str, Any] | None:
+    """The first of `candidates` (params, deepest first) that `feasible` takes on sm_90a and whose shared memory an
+    A100 holds too: a cold twin of a family that serves sm_80 builds for either arch."""
+    for q in candidates:
+        if feasible(q, shape, "sm_90a")[0] and not smem_problem(smem_bytes(q), arch_limits("sm_80")):
+            return q
+    return None
+
+
 def launch_problem(p: dict[str, Any], lim: ArchLimits) -> str:
     if p.get("pdl") and lim.sm < 90:
         return f"pdl: programmatic dependent launch needs sm_90+, not {lim.name}"

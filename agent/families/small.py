@@ -5,8 +5,9 @@ import itertools
 from typing import Any
 
 from . import pricing
-from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, WS_FLOATS, arch_limits, ceil_div, in_16_byte_rows, launch_knobs,
-                     render_feasible, smem_problem, splitk_problem, validate_with_defaults, validated)
+from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, WS_FLOATS, arch_limits, ceil_div, first_on_both_archs,
+                     in_16_byte_rows, launch_knobs, render_feasible, smem_problem, splitk_problem,
+                     validate_with_defaults, validated)
 
 NAME = "small"
 TEMPLATE = "small.cu.j2"
@@ -153,11 +154,9 @@ def cold_twin(params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, 
     an A100's shared memory, as the family serves sm_80 too."""
     p = validate(params)
     per = ceil_div(ceil_div(shape[2], p["bk"]), p["split_k"] * p.get("cluster_k", 1))
-    for stages in range(min(per + 1, DOMAIN["stages"][-1]), p["stages"], -1):
-        q = dict(p, stages=stages)
-        if feasible(q, shape, "sm_90a")[0] and not smem_problem(smem_bytes(q), arch_limits("sm_80")):
-            return q
-    return None
+    return first_on_both_archs((dict(p, stages=stages)
+                                for stages in range(min(per + 1, DOMAIN["stages"][-1]), p["stages"], -1)),
+                               feasible, smem_bytes, shape)
 
 
 def empty_cluster_splits(kt: int, ck: int) -> bool:
