@@ -172,11 +172,15 @@ def _without(sel: list, moved: list) -> str:
 
 def _commits_line(run_dirs: list[Path]) -> str:
     """The code commits the runs searched and measured with (campaign.json keeps one per start that changed it)."""
-    from agent.campaign.db import run_record
+    from agent.campaign.db import recorded_commits, run_record
 
-    commits = list(dict.fromkeys(c for d in run_dirs for c in run_record(d).get("commits", [])))
-    return (f"- code: commit{'s' if len(commits) > 1 else ''} {', '.join(commits)} (each start of the campaign)"
-            if commits else "- code: the run records no commit (it predates that record); see the page that cites it")
+    named = [recorded_commits(run_record(d)) for d in run_dirs]
+    commits = list(dict.fromkeys(c for cs, _ in named for c in cs))
+    if not commits:
+        return "- code: the run records no commit (it predates that record); see the page that cites it"
+    which = ("the starts that recorded one; earlier starts predate that record, see the page that cites the run"
+             if any(early for _, early in named) else "each start of the campaign")
+    return f"- code: commit{'s' if len(commits) > 1 else ''} {', '.join(commits)} ({which})"
 
 
 def _physical_note(uuids: list[str]) -> str:

@@ -172,6 +172,15 @@ def render(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def code_commits(record: dict, given: str) -> str:
+    """The code commits of a run's figures: those its record names, after `given` (--commit) where the record has
+    none or its earlier starts recorded none."""
+    from agent.campaign.db import recorded_commits
+
+    known, early = recorded_commits(record)
+    return ", ".join(([given] if given and (early or not known) else []) + known) or "(not recorded by the run)"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--run", type=Path, help="a campaign's run folder (else the figures come from --data)")
@@ -191,7 +200,7 @@ def main() -> int:
         data = figures(a.run)
         from agent.campaign.db import run_record
 
-        data["commit"] = ", ".join(run_record(a.run).get("commits", [])) or a.commit or "(not recorded by the run)"
+        data["commit"] = code_commits(run_record(a.run), a.commit)
         data.update(date=a.date, command=a.command, data_file=str(a.data))
         if a.previous:
             data["previous"] = {"what": a.previous_what, "offline": previous_offline(a.previous)}

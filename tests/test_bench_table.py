@@ -54,6 +54,10 @@ def test_the_table_shows_the_winners_search_measurements(tmp_path):
     assert "- code: the run records no commit" in md
     (run / "campaign.json").write_text(json.dumps({"commits": ["aaa1111", "bbb2222"]}))
     assert "- code: commits aaa1111, bbb2222 (each start of the campaign)" in _bench().summarise_run(run, args)
+    # resumed after starts that predate the record: the recorded commits, and that earlier starts named none
+    (run / "campaign.json").write_text(json.dumps({"commits": ["unrecorded", "ccc3333"]}))
+    assert ("- code: commit ccc3333 (the starts that recorded one; earlier starts predate that record, see the page "
+            "that cites the run)") in _bench().summarise_run(run, args)
 
 
 def test_each_mode_also_gives_the_figures_against_best_nvidia(tmp_path):
@@ -608,3 +612,7 @@ def test_the_regimes_table_takes_each_regimes_median_final(tmp_path):
     assert entry["separated"] == {"status": "incorrect"}
     data.update(date="2026-11-28", commit="abc1234", data_file="d.json", command="c")
     assert "the median of up to 3 evaluations" in table.render(data)
+    # the commits: the run's record, after --commit where the record (or its earlier starts) named none
+    assert table.code_commits({"commits": ["a1", "b2"]}, "x9") == "a1, b2"
+    assert table.code_commits({"commits": ["unrecorded", "b2"]}, "x9 to y8") == "x9 to y8, b2"
+    assert table.code_commits({}, "x9") == "x9" and table.code_commits({}, "") == "(not recorded by the run)"

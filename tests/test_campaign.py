@@ -320,6 +320,24 @@ def test_rerun_with_other_settings_is_refused(tmp_path):
         run_campaign(cfg, seam=seam, make_proposer=ScriptedProposer, live=False)
 
 
+def test_a_resumed_run_from_before_the_commit_record_says_its_earlier_starts_went_unrecorded(tmp_path):
+    """A run whose campaign.json predates the "commits" record, resumed: the record keeps that its earlier starts
+    named no commit, so a table does not pass the whole run off as measured at the resuming commit."""
+    from agent.campaign.db import UNRECORDED, recorded_commits
+    from agent.resources import code_commit
+
+    cfg, _, _ = campaign(tmp_path, [(64, 64, 64)], budget=2)
+    path = cfg.run_dir / "campaign.json"
+    old = json.loads(path.read_text())
+    del old["commits"]
+    path.write_text(json.dumps(old))
+    campaign(tmp_path, [(64, 64, 64)], budget=2)
+    made = json.loads(path.read_text())
+    assert made["commits"] == [UNRECORDED, code_commit()]
+    assert recorded_commits(made) == ([code_commit()], True)
+    assert recorded_commits({"commits": ["abc1234"]}) == (["abc1234"], False) and recorded_commits({}) == ([], False)
+
+
 def subprocess_main(argv: list[str]) -> int:
     """Entry point of the killed campaign process: tmp_dir shapes... (delay per evaluation 0.25 s)."""
     from rich.console import Console

@@ -23,6 +23,16 @@ def run_record(run_dir: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
+# campaign.json's first "commits" entry for a run resumed after starts that predate that record
+UNRECORDED = "unrecorded"
+
+
+def recorded_commits(record: dict[str, Any]) -> tuple[list[str], bool]:
+    """(the commits a run record names, whether earlier starts of the run recorded none)."""
+    commits = record.get("commits", [])
+    return [c for c in commits if c != UNRECORDED], UNRECORDED in commits
+
+
 class CampaignDB:
     """runs/<run>/campaign.sqlite: the final measurements of each shape's best kernel in each mode, `rep` 0, 1, ...
     Each is its own evaluation (fresh operand buffers): one evaluation's CI covers its rounds only, and a big

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from agent.campaign.db import RUN_RECORD, CampaignDB, run_record
+from agent.campaign.db import RUN_RECORD, UNRECORDED, CampaignDB, run_record
 from agent.campaign.progress import PROGRESS_BASELINES, Progress, ShapeProgress
 from agent.resources import code_commit
 from agent.shapes import Shape, shape_str
@@ -232,7 +232,8 @@ def _check_run_params(cfg: CampaignConfig, seam: Seam, model_public: dict) -> No
     shapes = [tuple(s) for s in prev.get("shapes", [])]
     shapes += [s for s in cfg.shapes if s not in shapes]
     # a resumed run may measure with other code: its tables name every commit it ran at
-    commits = list(prev.get("commits", []))
+    # (a run whose earlier starts predate the record says so, rather than passing for one made at this commit)
+    commits = list(prev.get("commits", [UNRECORDED] if prev else []))
     if (here := code_commit() or "unknown") not in commits[-1:]:
         commits.append(here)
     doc = {**prev, **now, "run": cfg.run, "shapes": [list(s) for s in shapes], "model": model_public,
