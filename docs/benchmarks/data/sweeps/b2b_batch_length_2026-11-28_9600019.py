@@ -1,5 +1,7 @@
-"""Back-to-back floor probe: the evaluator's back-to-back evaluation of one exported kernel (argv: export dir,
-shape, label, out json), 3 evaluations in one pool; run from trees whose quick profile's batch_target_ms differ."""
+"""Probe behind docs/benchmarks/data/outside_vs_evaluator_same_gpu_h200_2026-11-28_9600019.json ("batch_length").
+Back-to-back floor probe: the evaluator's back-to-back evaluation of one exported kernel (argv: export dir,
+shape, label, out json), 3 evaluations in one pool; run from copies of the tree whose quick profile's
+batch_target_ms differ (sed on evaluator/timing.py)."""
 import json, sys, time
 sys.path.insert(0, '.')
 from pathlib import Path

@@ -1,4 +1,6 @@
-"""Outside harness vs evaluator on the same GPU, same kernels: which side (kernel or baselines) makes the outside
+"""Probe behind docs/benchmarks/data/outside_vs_evaluator_same_gpu_h200_2026-11-28_9600019.json ("pair"; usage:
+`python3 THIS EXPORT_DIR OUT_DIR 512x64x64,...` on a GPU machine, then scripts/device_outside.sh on the same export).
+Outside harness vs evaluator on the same GPU, same kernels: which side (kernel or baselines) makes the outside
 harness read small shapes 5-14% lower separated and 16384x12288x8192's default export 5% lower. Evaluates every
 exported kernel of SHAPES in the evaluator (separated, back-to-back; medians of candidate, each baseline, separator)
 and writes $OUT/pair_evaluator.json; the caller runs the outside harness on the same export afterwards."""
@@ -21,7 +23,8 @@ for e in man['kernels']:
         r = evaluate(src, tuple(e['shape']), mode=mode)
         row = {'shape': name, 'file': e['file'], 'mode': mode, 'status': r.status, 's': round(time.time() - t, 1)}
         if r.ok:
-            row.update(candidate_us=r.candidate.median_us, baselines_us={k: v.median_us for k, v in r.baselines.items()},
+            row.update(candidate_us=r.candidate.median_us,
+                       baselines_us={k: v.median_us for k, v in r.baselines.items()},
                        separator_us=r.candidate.detail.get('timing_meta', {}).get('separator_us'),
                        gpu=r.gpu.get('gpu_uuid'))
         rows.append(row)
