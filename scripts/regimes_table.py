@@ -190,8 +190,8 @@ def main() -> int:
     ap.add_argument("--previous-what", default="", help="one line on what the older table measured")
     ap.add_argument("--command", default="", help="the campaign's command line, for the header")
     ap.add_argument("--date", default="")
-    ap.add_argument("--commit", default="", help="the code the run measured with, where its campaign.json does not "
-                    "record it (runs before 2026-11-28)")
+    ap.add_argument("--commit", default="", help="the code the run measured with where its campaign.json does not "
+                    "record it (runs, or their earlier starts, before 2026-11-28); put before the recorded ones")
     a = ap.parse_args()
     if a.run:
         if not (a.run / "campaign.sqlite").is_file():
