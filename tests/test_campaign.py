@@ -620,6 +620,13 @@ def test_server_mode_plays_the_leaders_cold_twin(tmp_path):
         == [("offline", None)]
     played = {r["mode"]: r["rivals"] for r in recs if r["op"] == "tournament"}
     assert str(twin.id) in played["server"]
+    # the server tournament's whole evaluation is kept: every player's times round by round, the figures' source
+    players, res = CampaignDB(cfg.run_dir / "campaign.sqlite").get_mode_tournament(GPU, "fp32", shape, "server")
+    assert twin.id in players and set(played["server"]) == {str(i) for i in players[1:]}
+    rounds = res.candidate.detail["timing"]["rounds_us"]
+    assert {f"rival:{i}" for i in players[1:]} <= set(rounds) and "candidate" in rounds
+    again = {int(n) if n != "candidate" else players[0]: f for n, f in res.head_to_head("best-nvidia").items()}
+    assert again == CampaignDB(cfg.run_dir / "campaign.sqlite").get_mode_winner(GPU, "fp32", shape, "server")["figures"]
     parent = arch.get(twin.parent)
     assert parent.id == made[0]["input"]["of"] and parent.proposer != "cold-twin"
     assert cold_twin(parent.family, parent.params, shape) == twin.params

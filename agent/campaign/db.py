@@ -52,6 +52,10 @@ class CampaignDB:
                 c.execute("DROP TABLE finals")
             c.execute("CREATE TABLE IF NOT EXISTS mode_winners (gpu TEXT, acc TEXT, m INT, n INT, k INT, mode TEXT, "
                       "variant_id INT, figures TEXT, created_at REAL, PRIMARY KEY (gpu, acc, m, n, k, mode))")
+            # each mode tournament's whole evaluation (every player's round-by-round times, keyed by variant id):
+            # the figures alone cannot tell a clear win from a tie that one round decided
+            c.execute("CREATE TABLE IF NOT EXISTS mode_tournaments (gpu TEXT, acc TEXT, m INT, n INT, k INT, "
+                      "mode TEXT, players TEXT, result TEXT, created_at REAL, PRIMARY KEY (gpu, acc, m, n, k, mode))")
 
     @contextmanager
     def _conn(self) -> Iterator[sqlite3.Connection]:
@@ -85,6 +89,18 @@ class CampaignDB:
             c.execute("INSERT OR REPLACE INTO mode_winners VALUES (?,?,?,?,?,?,?,?,?)",
                       (gpu, acc, *shape, mode, variant_id, json.dumps({str(i): f for i, f in figures.items()}),
                        time.time()))
+
+    def put_mode_tournament(self, gpu, acc, shape, mode, players: list[int], res: EvalResult) -> None:
+        """`players`: the variant ids in the evaluation's order (the candidate first, then its rivals)."""
+        with self._conn() as c:
+            c.execute("INSERT OR REPLACE INTO mode_tournaments VALUES (?,?,?,?,?,?,?,?,?)",
+                      (gpu, acc, *shape, mode, json.dumps(players), scrub(res.to_json()), time.time()))
+
+    def get_mode_tournament(self, gpu, acc, shape, mode) -> tuple[list[int], EvalResult] | None:
+        with self._conn() as c:
+            r = c.execute("SELECT players, result FROM mode_tournaments WHERE gpu=? AND acc=? AND m=? AND n=? AND "
+                          "k=? AND mode=?", (gpu, acc, *shape, mode)).fetchone()
+        return (json.loads(r[0]), EvalResult.from_json(r[1])) if r else None
 
     def mode_winners(self) -> dict[tuple, dict[str, int]]:
         """(gpu, acc, shape) -> {mode: variant id} for every mode whose tournament was played."""

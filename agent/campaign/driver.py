@@ -434,6 +434,8 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
         if len(lead) < 2:
             return best
         res, figures = play(shape, lead, mode, "mode_tournament", BEST_NVIDIA)
+        if res.status not in ("no_gpu", "error"):
+            cdb.put_mode_tournament(gpu, acc, shape, mode, [v.id for v in lead], res)
         if not res.ok or not figures:  # the leader failed a check there, or no round-by-round times came back:
             return best               # the search's winner stands
         win = max(figures, key=lambda i: (figures[i], i == best.id))
