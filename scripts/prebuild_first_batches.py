@@ -61,7 +61,7 @@ def tournament_players(run_dir: Path, top: int) -> list[tuple[tuple, str, str]]:
     for key in archive.shapes():
         shape = tuple(key.shape)
         for v in mode_players(archive.ranked(key.gpu, key.acc, shape), top):
-            twin = cold_twin(v.family, v.params, shape) if v.family and v.params else None
+            twin = cold_twin(v.family, v.params, shape)
             for src in (v.read_source(), *([render(v.family, twin, shape)] if twin else [])):
                 if src not in seen:
                     seen.add(src)

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
-from bench_targets import BIG_EACH, BIG_REGIMES, SKINNY_EACH, is_big, skinny_long_k  # noqa: E402
+from bench_targets import missed  # noqa: E402
 
 MISSES = "misses.json"  # {profile stem: {"shape": [m, n, k], "kernel": path, "misses": ["server 0.982", ...]}}
 START_MARGIN_S = 40
@@ -44,9 +44,7 @@ def find_misses(run: Path, skip: set[str] = frozenset()) -> dict[str, dict]:
         x = r.speedup(BEST_NVIDIA) if r.final else None
         if x is None or not r.kernel_path or "x".join(map(str, r.shape)) in skip:
             continue
-        offline_miss = r.mode in BIG_REGIMES and (
-            (is_big(r.shape) and x < BIG_EACH) or (skinny_long_k(r.shape) and x < SKINNY_EACH))
-        if (r.mode == "server" and x <= 1.0) or offline_miss:
+        if missed(tuple(r.shape), r.mode, x):
             e = found.setdefault(stem(r.shape, r.kernel_path), {"shape": list(r.shape), "kernel": str(r.kernel_path),
                                                                 "misses": []})
             e["misses"].append(f"{r.mode} {x:.3f}")

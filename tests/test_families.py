@@ -278,6 +278,8 @@ def test_the_mma_sync_cold_twins_put_every_k_tile_in_flight():
                  "epi": "smem"}
     assert cold_twin("small", clustered, (64, 128, 1024)) is None  # one k-tile a CTA of the cluster
     assert cold_twin("small", clustered, (64, 128, 4096))["stages"] == 5  # four
+    # a model's own kernel (no family, no params) or a family's variant without params has no twin
+    assert cold_twin(None, None, (64, 64, 256)) is None and cold_twin("ampere_cute", None, (64, 64, 256)) is None
     for fam, shape in (("ampere_cute", (64, 64, 1024)), ("small", (64, 64, 1024))):
         offline, server = (priors(fam, shape, "fp32", "sm_90a", mode) for mode in ("offline", "server"))
         drop_pdl = lambda ps: [{k: v for k, v in p.items() if k != "pdl"} for p in ps]  # noqa: E731

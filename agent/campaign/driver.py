@@ -407,7 +407,7 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
         little slower back to back, where the search ranked it, so the search alone would not play it."""
         out: list = []
         for v in lead:
-            q = cold_twin(v.family, v.params, shape) if v.family and v.params else None
+            q = cold_twin(v.family, v.params, shape)
             if q is None:
                 continue
             src = render(v.family, q, shape)

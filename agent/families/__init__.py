@@ -105,10 +105,12 @@ def with_launch_knobs(family: str, params: dict[str, Any], arch: str, mode: str 
 COLD_MODE = "server"
 
 
-def cold_twin(family: str, params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, Any] | None:
+def cold_twin(family: str | None, params: dict[str, Any] | None,
+              shape: tuple[int, int, int]) -> dict[str, Any] | None:
     """The family's variant of `params` for a cold single call (COLD_MODE), canonical, or None where the family has
-    none (its optional `cold_twin`) or is no registered family (a model's own kernel)."""
-    twin = getattr(_registry().get(family), "cold_twin", None)
+    none (its optional `cold_twin`) or is no registered family, or the variant has no family or params (a model's own
+    kernel)."""
+    twin = getattr(_registry().get(family), "cold_twin", None) if params else None
     try:
         q = twin(params, tuple(shape)) if twin else None
     except ValueError:  # params an older archive stored, which no longer validate
