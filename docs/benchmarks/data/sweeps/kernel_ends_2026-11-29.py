@@ -1,0 +1,92 @@
+"""One-off probes behind docs/benchmarks/data/kernel_ends_*_h200_2026-11-29_*.json (run from the repository root on a
+GPU machine; OUT, DEADLINE_S, EXP). Each kernel as the tree renders it ("new") is timed beside its twin with the
+old end ("old", made by substitution) in the same rounds. EXP=cluster_end (the default): the split kernels that
+sum their K-slices over a thread-block cluster (`small` and `hopper_raw` with cluster_k > 1) end with a cluster
+barrier, so that no CTA leaves while another still reads its shared memory. With release semantics that barrier
+first waits for the thread's stores of C to be acknowledged (Nsight Compute: `membar` the top stall of
+64x128x1024's winner); a relaxed arrive does not. Each shape's first cluster-split prior of each family, server and
+back to back, against best NVIDIA; two of them run once under compute-sanitizer (memcheck, racecheck) first. EXP=tma_store_end:
+hopper_raw's TMA epilogue ends on `cp.async.bulk.wait_group.read 0` (its stores have read shared memory) instead of
+`cp.async.bulk.wait_group 0` (their writes have landed too), each shape's first TMA-epilogue prior in server mode's
+list, the same way (one of them sanitized)."""
+import json, os, sys, time
+sys.path.insert(0, '.')
+from pathlib import Path
+from agent.families import get
+from evaluator.api import evaluate
+from evaluator.record import BEST_NVIDIA
+
+RELAXED = ('barrier.cluster.arrive.relaxed.aligned;\\nbarrier.cluster.wait.aligned;',
+           'barrier.cluster.arrive.relaxed.aligned;\\\\nbarrier.cluster.wait.aligned;')
+RELEASE = 'barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;'
+EXP = os.environ.get('EXP', 'cluster_end')
+STORE_READ, STORE_DONE = 'cp.async.bulk.wait_group.read 0;', 'cp.async.bulk.wait_group 0;'
+SHAPES = [(64, 128, 1024), (64, 2048, 4096), (64, 512, 2048), (64, 64, 4096), (64, 1024, 8192), (128, 128, 4096),
+          (256, 2048, 16384), (128, 4096, 12288), (256, 64, 8192), (64, 4096, 2048)]
+if EXP == 'tma_store_end':
+    SHAPES = [(128, 16384, 64), (1024, 2048, 64), (1024, 12288, 256), (16384, 64, 256), (512, 1024, 512),
+              (1024, 1024, 1024), (2048, 512, 2048), (256, 4096, 1024), (2048, 2048, 1024), (4096, 4096, 2048),
+              (1024, 4096, 8192)]
+out = Path(os.environ.get('OUT', '/tmp')) / f'{EXP}.json'
+deadline = time.monotonic() + float(os.environ.get('DEADLINE_S', '420'))
+
+
+def release_twin(src: str) -> str:
+    twin = src
+    for r in RELAXED:
+        twin = twin.replace(r, RELEASE)
+    assert twin != src, 'no relaxed cluster arrive in the source'
+    return twin
+
+
+def store_done_twin(src: str) -> str:
+    assert STORE_READ in src, 'no .read wait at the end of the TMA epilogue'
+    return src.replace(STORE_READ, STORE_DONE)
+
+
+def players():
+    if EXP == 'tma_store_end':
+        for shape in SHAPES:
+            ps = [p for p in get('hopper_raw').priors(shape, 'fp32', mode='server') if p.get('epi') == 'tma']
+            if ps:
+                src = get('hopper_raw').render(ps[0])
+                yield shape, 'hopper_raw', ps[0], src, store_done_twin(src)
+        return
+    for shape in SHAPES:
+        for fam in ('small', 'hopper_raw'):
+            f = get(fam)
+            ps = [p for p in f.priors(shape, 'fp32') if p.get('cluster_k', 1) > 1]
+            if ps:
+                src = f.render(ps[0])
+                yield shape, fam, ps[0], src, release_twin(src)
+
+
+rows = []
+plist = list(players())
+print(len(plist), 'players', flush=True)
+raw = [x for x in plist if x[1] == 'hopper_raw']
+for shape, fam, p, src, _ in plist[:1] + (raw[:1] if EXP == 'cluster_end' else []):
+    r = evaluate(src, shape, mode='back-to-back', sanitize=True)
+    rows.append({'shape': list(shape), 'family': fam, 'params': p, 'sanitize': r.status, 'reason': r.reason[:300]})
+    print('sanitize', shape, fam, r.status, r.reason[:200], flush=True)
+for rep in range(2):
+    for shape, fam, p, src, twin in plist:
+        for mode in ('server', 'back-to-back'):
+            if time.monotonic() > deadline:
+                break
+            r = evaluate(src, shape, mode=mode, rivals={'old': twin})
+            row = {'shape': list(shape), 'family': fam, 'params': p, 'mode': mode, 'rep': rep, 'status': r.status,
+                   'gpu': r.gpu.get('gpu_uuid') if r.gpu else None}
+            if r.ok:
+                h = r.head_to_head(BEST_NVIDIA)
+                row.update(new_vs_best=h.get('candidate'), old_vs_best=h.get('old'),
+                           new_us=r.candidate.median_us, old_us=r.rivals['old'].median_us,
+                           best_nvidia_us=min(b.median_us for b in r.baselines.values()))
+                print('x'.join(map(str, shape)), fam, mode, rep, 'new %.3f old %.3f (%.2f / %.2f us)' % (
+                    row['new_vs_best'], row['old_vs_best'], row['new_us'], row['old_us']), flush=True)
+            else:
+                row['reason'] = r.reason[:300]
+                print('x'.join(map(str, shape)), fam, mode, r.status, r.reason[:200], flush=True)
+            rows.append(row)
+            out.write_text(json.dumps(rows, indent=1))
+out.write_text(json.dumps(rows, indent=1))
