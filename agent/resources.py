@@ -18,11 +18,15 @@ def data_dir(name: str) -> Path:
 
 
 def code_commit() -> str | None:
-    """The short commit of the source checkout this code runs from, which benchmark outputs name; outside a git
-    checkout (an installed wheel, a copy of the tree on a lent GPU machine) the CUDAL2_COMMIT variable, else None."""
+    """The short commit of the code this runs from, which benchmark outputs name: CUDAL2_COMMIT where it is set,
+    else the source checkout's HEAD, else None (an installed wheel). The variable comes first because a lent GPU
+    machine's copy of the tree may carry a .git whose HEAD is an earlier commit than the files it runs (a run there
+    recorded 236ba79 for code at 0c98b30)."""
     import os
     import subprocess
 
+    if os.environ.get("CUDAL2_COMMIT"):
+        return os.environ["CUDAL2_COMMIT"]
     try:
         r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=_PACKAGE.parent, capture_output=True,
                            text=True, timeout=10)
@@ -30,4 +34,4 @@ def code_commit() -> str | None:
             return r.stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         pass
-    return os.environ.get("CUDAL2_COMMIT") or None
+    return None

@@ -6,8 +6,9 @@
 # it also carries the baselines' autotuning picks (autotune_picks/ in the run folder), so every slice uses the same.
 # The run folder is packed into $OUT/runs.tgz at the end, also when BENCH_S stops the campaign; once the campaign
 # finishes, $OUT holds the generated table too (RUNS_DIR: where the run folder lives, /tmp/runs by default).
-# Other arguments go to scripts/bench_builtin_policy.py. The machine's copy of the tree may have no .git: give the
-# code's commit as CUDAL2_COMMIT=<hash>, which the run's campaign.json records for the table's header.
+# Other arguments go to scripts/bench_builtin_policy.py. The machine's copy of the tree may have no .git, or one whose
+# HEAD is older than its files: give the code's commit as CUDAL2_COMMIT=<hash>, which the run's campaign.json
+# records for the table's header (it wins over git's HEAD).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device-out}; mkdir -p "$OUT"

@@ -654,3 +654,15 @@ def test_code_commit_outside_a_checkout_comes_from_the_environment(tmp_path):
         r = subprocess.run([sys.executable, "-c", code, str(pkg / "resources.py")], cwd=tmp_path, text=True,
                            capture_output=True, env={**env, **extra}, timeout=60)
         assert r.returncode == 0 and r.stdout.strip() == want, r.stderr
+
+
+def test_code_commit_names_cudal2_commit_over_the_checkouts_head():
+    """The variable says what code runs even inside a checkout whose HEAD is another commit (a GPU machine's copy of
+    the tree can carry a stale .git)."""
+    code = "from agent.resources import code_commit; print(code_commit())"
+    env = {k: v for k, v in os.environ.items() if k != "CUDAL2_COMMIT"}
+    head = subprocess.run([sys.executable, "-c", code], cwd=REPO, text=True, capture_output=True, env=env,
+                          timeout=60).stdout.strip()
+    named = subprocess.run([sys.executable, "-c", code], cwd=REPO, text=True, capture_output=True,
+                           env={**env, "CUDAL2_COMMIT": "feed123"}, timeout=60).stdout.strip()
+    assert head and head != "feed123" and named == "feed123"
