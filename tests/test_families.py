@@ -194,6 +194,23 @@ def test_hopper_raw_cluster_k_keeps_earlier_identities_and_is_left_to_sweeps():
     assert "cluster_k" not in hopper_raw.SEARCH_DOMAIN
 
 
+def test_kernels_end_without_waiting_for_their_stores_of_c():
+    """A CTA that sums K-slices over its cluster publishes its partial tile with a release barrier, but leaves on a
+    relaxed one: a release arrive there compiled to MEMBAR.ALL.GPU, which waited for its stores of C to land and
+    cost 0.16-0.51 us a call (docs/benchmarks/data/kernel_ends_cluster_h200_2026-11-29_24f0618.json). The TMA
+    epilogue likewise waits only until its stores have read shared memory."""
+    raw = hopper_raw.render(dict(RAW_OK, tile_n=128, stages=6, epi="direct", cluster_k=4))
+    publish, leave = raw.index("cluster_sync();  // every partial tile"), raw.index("cluster_hold();  // no CTA")
+    assert publish < leave and raw.count("cluster_hold();") == 1
+    assert "arrive.release.aligned" in raw[raw.index("void cluster_sync()"):raw.index("void cluster_hold()")]
+    assert "arrive.relaxed.aligned" in raw[raw.index("void cluster_hold()"):publish]
+    sm = small.render(SMALL_CLUSTER)
+    publish = sm.index("cluster.sync();  // all partial tiles")
+    assert "barrier.cluster.arrive.relaxed.aligned" in sm[publish:] and sm.count("cluster.sync()") == 1
+    tma = hopper_raw.render(dict(RAW_OK, tile_n=64, stages=2, epi="tma"))
+    assert "cp.async.bulk.wait_group.read 0;" in tma and "cp.async.bulk.wait_group 0;" not in tma
+
+
 def test_hopper_raw_pingpong_keeps_earlier_identities_and_gives_each_warpgroup_whole_tiles():
     """schedule came after the family's campaigns: "cooperative" names and renders the same candidate as before.
     "pingpong" gives each consumer warpgroup every other tile whole (all of a 64-row tile's columns, all of a
