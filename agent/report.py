@@ -81,6 +81,11 @@ def geomean(values) -> float | None:
     return math.exp(statistics.fmean(math.log(x) for x in xs)) if xs else None
 
 
+def short_gpu_id(uuid: str) -> str:
+    """A physical GPU's name in tables: the first 8 hex digits of its UUID ("GPU-5775c9d1-..." -> "5775c9d1")."""
+    return str(uuid).removeprefix("GPU-")[:8]
+
+
 def summarise(rows: list[ShapeRow], baseline: str) -> dict:
     """Mean/median speedup over shapes that have a correct kernel, the win rate over all shapes, and the mean
     speedup of max(CUDA-L2, baseline), i.e. what a dispatcher that falls back to the baseline achieves. The

@@ -155,10 +155,6 @@ def physical_gpus(rows_and_archives) -> list[str]:
     return sorted(u for u in seen if u)
 
 
-def _short_uuid(uuid: str) -> str:
-    return uuid.removeprefix("GPU-")[:8]
-
-
 def _without(sel: list, moved: list) -> str:
     """The mode's summary against best NVIDIA over the shapes whose baselines held between the finals."""
     from agent.report import summarise
@@ -184,9 +180,11 @@ def _commits_line(run_dirs: list[Path]) -> str:
 
 
 def _physical_note(uuids: list[str]) -> str:
+    from agent.report import short_gpu_id
+
     if not uuids:
         return ""
-    ids = ", ".join(map(_short_uuid, uuids))
+    ids = ", ".join(map(short_gpu_id, uuids))
     return f" ({len(uuids)} physical GPU{'s' if len(uuids) > 1 else ''}: {ids})"
 
 
@@ -195,11 +193,13 @@ def figures_by_gpu(rows) -> str:
     a line of the table's notes when there are several: one lent machine reads a big shape's figure up to 3% away
     from another's, so a reader comparing two runs shape by shape needs to know which machine each came from. Where
     a resumed run measured one shape's modes on different machines, it says which modes of which shapes."""
+    from agent.report import short_gpu_id
+
     cells = []
     for r in rows:
         uuid = r.result.gpu.get("gpu_uuid") if r.result is not None else None
         if uuid:
-            cells.append((_short_uuid(uuid), r.mode, r.shape))
+            cells.append((short_gpu_id(uuid), r.mode, r.shape))
     if len({u for u, _, _ in cells}) < 2:
         return ""
     name = lambda ss: ", ".join("×".join(map(str, s)) for s in sorted(ss))  # noqa: E731

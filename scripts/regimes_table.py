@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 from agent.families.pricing import flop  # noqa: E402
-from agent.report import geomean  # noqa: E402
+from agent.report import geomean, short_gpu_id  # noqa: E402
 from bench_targets import is_big  # noqa: E402
 
 REGIMES = (("back-to-back", "back to back"), ("separated", "separated"), ("steady", "power-steady"),
@@ -107,7 +107,7 @@ def _evaluations(data: dict) -> str:
 def _uuids(data: dict) -> str:
     """The physical GPUs the figures came from (older data files name one)."""
     uuids = sorted(data.get("gpu_uuids") or [data.get("gpu_uuid") or ""])
-    return f"GPU{'s' if len(uuids) > 1 else ''} " + ", ".join(str(u)[4:12] for u in uuids)
+    return f"GPU{'s' if len(uuids) > 1 else ''} " + ", ".join(map(short_gpu_id, uuids))
 
 
 def render(data: dict) -> str:
