@@ -656,6 +656,35 @@ def test_code_commit_outside_a_checkout_comes_from_the_environment(tmp_path):
         assert r.returncode == 0 and r.stdout.strip() == want, r.stderr
 
 
+def test_code_commit_says_dirty_where_tracked_files_differ_from_head(tmp_path):
+    """A checkout whose tracked files differ from HEAD (a GPU machine's copy of the tree with a stale .git, or
+    uncommitted work) is named HEAD+dirty, not HEAD; untracked files (run folders) do not count."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    (repo / "agent").mkdir(parents=True)
+    shutil.copy(REPO / "agent" / "resources.py", repo / "agent" / "resources.py")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k != "CUDAL2_COMMIT"}
+    env.update(GIT_CEILING_DIRECTORIES=str(tmp_path), GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+    for cmd in (["init", "-q"], ["add", "."], ["commit", "-qm", "x"]):
+        subprocess.run(["git", *cmd], cwd=repo, env=env, check=True, capture_output=True, timeout=60)
+    code = ("import importlib.util as u, sys; s = u.spec_from_file_location('r', sys.argv[1]); "
+            "m = u.module_from_spec(s); s.loader.exec_module(m); print(m.code_commit())")
+
+    def named() -> str:
+        return subprocess.run([sys.executable, "-c", code, str(repo / "agent" / "resources.py")], cwd=repo,
+                              text=True, capture_output=True, env=env, timeout=60).stdout.strip()
+
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo, env=env, text=True,
+                          capture_output=True, timeout=60).stdout.strip()
+    (repo / "run.json").write_text("{}")  # untracked
+    assert named() == head
+    with (repo / "agent" / "resources.py").open("a") as f:
+        f.write("# changed\n")
+    assert named() == f"{head}+dirty"
+
+
 def test_code_commit_names_cudal2_commit_over_the_checkouts_head():
     """The variable says what code runs even inside a checkout whose HEAD is another commit (a GPU machine's copy of
     the tree can carry a stale .git)."""
