@@ -28,6 +28,9 @@ OK = "ok"  # correct and timed
 
 STATUSES = (SCREEN_REJECTED, COMPILE_ERROR, COMPILE_TIMEOUT, NO_GPU, UNSUPPORTED_SHAPE, CRASH, TIMEOUT,
             INCORRECT, ESCAPED_WORK, ERROR, COMPILED, OK)
+# Results that say nothing about the kernel (the machine or the evaluator failed): a campaign does not archive them,
+# so a later run evaluates the kernel again instead of remembering a non-answer.
+NOT_ABOUT_THE_KERNEL = frozenset({NO_GPU, ERROR})
 
 
 @dataclass

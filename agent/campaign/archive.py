@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 
-from evaluator.record import EvalResult
+from evaluator.record import NOT_ABOUT_THE_KERNEL, EvalResult
 from agent.files import replace_text, to_wal
 from agent.secrets import scrub
 
@@ -320,7 +320,7 @@ class Archive:
         scored = []
         for v in ok:
             again = later.get(v.id, [])
-            if any(not r.ok for r in again if r.status not in ("no_gpu", "error")):
+            if any(not r.ok for r in again if r.status not in NOT_ABOUT_THE_KERNEL):
                 continue
             first = v.result.speedup(baseline)
             if not first:

@@ -20,7 +20,7 @@ from typing import Any
 
 from agent.shapes import shape_dir
 from evaluator.contract import ACCUMULATORS, MAX_SOURCE_BYTES, SIGNATURE, check_shape
-from evaluator.record import BEST_NVIDIA
+from evaluator.record import BEST_NVIDIA, NOT_ABOUT_THE_KERNEL
 
 FORMAT = "cuda-l2-archive"
 VERSION = 1
@@ -28,7 +28,6 @@ MANIFEST = "manifest.json"
 BASELINE_NAMES = ["torch", "cublas-NN", "cublas-TN", "cublas-max", "cublaslt-heuristic-NN",
                   "cublaslt-heuristic-TN", "cublaslt-heuristic-max", "cublaslt-autotune-NN", "cublaslt-autotune-TN",
                   "cublaslt-autotune-max", BEST_NVIDIA]
-_NOT_ARCHIVED = ("no_gpu", "error")
 
 
 class ArchiveIOError(ValueError):
@@ -231,7 +230,7 @@ def import_archive(items: list[ImportItem], seam, db: Path, *, run: str, mode: s
             lines.append(f"{where}: already archived as #{hit.id} ({hit.status}); not evaluated again")
             continue
         res = seam.evaluate(it.source, it.shape, acc=it.acc, mode=mode, profile=profile)
-        if res.status in _NOT_ARCHIVED:
+        if res.status in NOT_ABOUT_THE_KERNEL:
             lines.append(f"{where}: not archived, the evaluation failed: {res.status}: {res.reason}")
             continue
         proposer = f"import:{it.claimed.get('proposer') or it.path.parent.name}"

@@ -37,7 +37,7 @@ from agent.campaign.progress import PROGRESS_BASELINES, Progress, ShapeProgress
 from agent.resources import code_commit
 from agent.shapes import Shape, shape_str
 from evaluator.contract import MODES
-from evaluator.record import BEST_NVIDIA, EvalResult
+from evaluator.record import BEST_NVIDIA, NOT_ABOUT_THE_KERNEL, EvalResult
 from evaluator.session import GPUChoiceError, GPUSession
 
 SEED_PROPOSER = "seed:global-archive"
@@ -296,7 +296,7 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
             ahead.wait(source)
             res = seam.evaluate(source, tuple(shp), acc=acc, mode=cfg.mode, profile=cfg.profile)
             dt = time.monotonic() - t0
-            if res.status not in ("no_gpu", "error"):  # the loop archives these; others are retried later
+            if res.status not in NOT_ABOUT_THE_KERNEL:  # the loop archives these; others are retried later
                 progress.event(shape, "eval", res, dt)
             return res
         return evaluate_fn
@@ -307,7 +307,7 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
         seam could not evaluate it."""
         ahead.submit(src)
         res = evaluate_for(shape)(src, shape, acc=acc)
-        if res.status in ("no_gpu", "error"):
+        if res.status in NOT_ABOUT_THE_KERNEL:
             return None
         vid = archive.add(cfg.run, gpu, acc, shape, src, proposer, res, step=None, **origin)
         transcript.append(thread=f"{gpu}|{acc}|{shape_str(shape)}", shape=shape, step=step, node=node, input=inp,
@@ -344,7 +344,7 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
                 return
             v = lead[0]
             res = seam.evaluate(v.read_source(), shape, acc=acc, mode=cfg.mode, profile=cfg.profile)
-            if res.status in ("no_gpu", "error"):
+            if res.status in NOT_ABOUT_THE_KERNEL:
                 return
             archive.add_remeasure(v.id, res)
             transcript.append(thread=f"{gpu}|{acc}|{shape_str(shape)}", shape=shape, step=None, node="confirm",
@@ -364,7 +364,7 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
             ahead.wait(src)
         res = seam.evaluate(players[0], shape, acc=acc, mode=mode, profile=cfg.profile, rivals=rivals,
                             rounds=TOURNAMENT_ROUNDS)
-        if res.status in ("no_gpu", "error"):
+        if res.status in NOT_ABOUT_THE_KERNEL:
             return res, {}
         figures = {int(n) if n != "candidate" else first.id: f for n, f in res.head_to_head(baseline).items()}
         transcript.append(thread=f"{gpu}|{acc}|{shape_str(shape)}", shape=shape, step=None, node=node,
@@ -385,7 +385,7 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
                 return  # nothing to play, or played already (a resumed run)
             first = lead[0]
             res, figures = play(shape, lead, cfg.mode, "tournament")
-            if res.status in ("no_gpu", "error"):
+            if res.status in NOT_ABOUT_THE_KERNEL:
                 return
             refused = res.rivals_refused()
             if not res.ok:  # the leader failed a check on fresh inputs: it leaves the ranking
@@ -434,7 +434,7 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
         if len(lead) < 2:
             return best
         res, figures = play(shape, lead, mode, "mode_tournament", BEST_NVIDIA)
-        if res.status not in ("no_gpu", "error"):
+        if res.status not in NOT_ABOUT_THE_KERNEL:
             cdb.put_mode_tournament(gpu, acc, shape, mode, [v.id for v in lead], res)
         if not res.ok or not figures:  # the leader failed a check there, or no round-by-round times came back:
             return best               # the search's winner stands
@@ -464,7 +464,7 @@ def run_campaign(cfg: CampaignConfig, *, seam: Seam, make_proposer: Callable[[],
                 if cdb.get_final(gpu, acc, shape, mode, win.source_hash, rep) is not None:
                     continue
                 res = seam.evaluate(src, shape, acc=acc, mode=mode, profile=cfg.profile)
-                if res.status in ("no_gpu", "error"):
+                if res.status in NOT_ABOUT_THE_KERNEL:
                     continue
                 cdb.put_final(gpu, acc, shape, mode, win.id, win.source_hash, res, rep)
                 transcript.append(thread=f"{gpu}|{acc}|{shape_str(shape)}", shape=shape, step=None, node="final",

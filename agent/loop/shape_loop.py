@@ -34,11 +34,7 @@ from agent.proposers.deadline import EndpointFatal
 from agent.proposers.feedback import carry, note_for
 from agent.reply_store import ReplyStore
 from agent.transcript import Transcript
-from evaluator.record import EvalResult
-
-# Results that say nothing about the kernel (the machine or the evaluator failed): not archived, so a later run
-# evaluates the kernel again instead of remembering a non-answer.
-_NOT_ARCHIVED = {"no_gpu", "error"}
+from evaluator.record import NOT_ABOUT_THE_KERNEL, EvalResult
 
 EvaluateFn = Callable[..., EvalResult]
 RetrieveFn = Callable[[str], list]
@@ -252,7 +248,7 @@ class ShapeLoop:
                                  shape=(m, n, k), acc=acc)
             vid = None
             seen.add(h)
-            if res.status not in _NOT_ARCHIVED:
+            if res.status not in NOT_ABOUT_THE_KERNEL:
                 vid = archive.add(run, gpu_name, acc, shape_l, src, p.get("model") or proposer_name, res,
                                   family=p.get("family"), params=p.get("params"), step=state.get("step", 0),
                                   parent=p.get("parent"), summary=p.get("summary") or "")

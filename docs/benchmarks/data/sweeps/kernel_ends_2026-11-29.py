@@ -16,8 +16,7 @@ from agent.families import get
 from evaluator.api import evaluate
 from evaluator.record import BEST_NVIDIA
 
-RELAXED = ('barrier.cluster.arrive.relaxed.aligned;\\nbarrier.cluster.wait.aligned;',
-           'barrier.cluster.arrive.relaxed.aligned;\\\\nbarrier.cluster.wait.aligned;')
+RELAXED = 'barrier.cluster.arrive.relaxed.aligned;\\nbarrier.cluster.wait.aligned;'
 RELEASE = 'barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;'
 EXP = os.environ.get('EXP', 'cluster_end')
 STORE_READ, STORE_DONE = 'cp.async.bulk.wait_group.read 0;', 'cp.async.bulk.wait_group 0;'
@@ -32,9 +31,7 @@ deadline = time.monotonic() + float(os.environ.get('DEADLINE_S', '420'))
 
 
 def release_twin(src: str) -> str:
-    twin = src
-    for r in RELAXED:
-        twin = twin.replace(r, RELEASE)
+    twin = src.replace(RELAXED, RELEASE)
     assert twin != src, 'no relaxed cluster arrive in the source'
     return twin
 
