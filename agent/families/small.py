@@ -35,7 +35,9 @@ def validate(params: dict[str, Any]) -> dict[str, Any]:
 
 def smem_bytes(p: dict[str, Any]) -> int:
     pipe = p["stages"] * (p["bm"] * (p["bk"] + 8) + p["bk"] * (p["bn"] + 8)) * 2
-    if p.get("epi", "direct") == "smem" or p.get("cluster_k", 1) > 1:
+    if p.get("cluster_k", 1) > 1:  # and the barrier that counts the partial rows pushed by the cluster's CTAs
+        return max(pipe, p["bm"] * (p["bn"] + 8) * 4) + 8
+    if p.get("epi", "direct") == "smem":
         return max(pipe, p["bm"] * (p["bn"] + 8) * 4)  # the fp32 tile reuses the pipeline buffers
     return pipe
 

@@ -11,8 +11,12 @@ hopper_raw's TMA epilogue ends on `cp.async.bulk.wait_group.read 0` (its stores 
 list, the same way (one of them sanitized). EXP=publish_relaxed: what the cluster splits' publishing barrier (release
 and acquire, a MEMBAR.ALL.GPU) costs at most: its twin ("old" in the rows) has a relaxed one, which does not order
 the partial tiles' writes before peers read them, so the twin's sums may be wrong; it is timed, never checked or
-kept, to bound what an ordering without the membar could gain."""
-import json, os, sys, time
+kept, to bound what an ordering without the membar could gain. EXP=publish_push: the tree's cluster splits, which
+push each partial row to the CTA that sums it (st.async, counted on that CTA's barrier) after a relaxed barrier,
+against the same params rendered by an older tree (OLD_TREE, a directory holding its agent/: the release/acquire
+publishing barrier and a relaxed end) and that source with a relaxed publishing barrier ("bound", timed only); the
+new kernels are the checked candidates, ragged shapes included, two of them sanitized first."""
+import json, os, subprocess, sys, time
 sys.path.insert(0, '.')
 from pathlib import Path
 from agent.families import get
@@ -29,6 +33,14 @@ if EXP == 'tma_store_end':
     SHAPES = [(128, 16384, 64), (1024, 2048, 64), (1024, 12288, 256), (16384, 64, 256), (512, 1024, 512),
               (1024, 1024, 1024), (2048, 512, 2048), (256, 4096, 1024), (2048, 2048, 1024), (4096, 4096, 2048),
               (1024, 4096, 8192)]
+if EXP == 'publish_push':
+    SHAPES = SHAPES + [(48, 2000, 4096), (40, 120, 1024), (200, 64, 8192)]
+OLD_RENDER = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from agent.families import get
+json.dump([get(f).render(p) for f, p in json.load(sys.stdin)], sys.stdout)
+"""
 out = Path(os.environ.get('OUT', '/tmp')) / f'{EXP}.json'
 deadline = time.monotonic() + float(os.environ.get('DEADLINE_S', '420'))
 
@@ -60,6 +72,15 @@ def players():
                 src = get('hopper_raw').render(ps[0])
                 yield shape, 'hopper_raw', ps[0], src, store_done_twin(src)
         return
+    if EXP == 'publish_push':
+        found = [(shape, fam, p) for shape in SHAPES for fam in ('small', 'hopper_raw')
+                 for p in [q for q in get(fam).priors(shape, 'fp32') if q.get('cluster_k', 1) > 1][:1]]
+        olds = json.loads(subprocess.run([sys.executable, '-c', OLD_RENDER, os.environ['OLD_TREE']], check=True,
+                                         input=json.dumps([[f, p] for _, f, p in found]), capture_output=True,
+                                         text=True).stdout)
+        for (shape, fam, p), old in zip(found, olds):
+            yield shape, fam, p, get(fam).render(p), {'old': old, 'bound': publish_relaxed_twin(old)}
+        return
     for shape in SHAPES:
         for fam in ('small', 'hopper_raw'):
             f = get(fam)
@@ -74,7 +95,7 @@ rows = []
 plist = list(players())
 print(len(plist), 'players', flush=True)
 raw = [x for x in plist if x[1] == 'hopper_raw']
-sanitized = plist[:1] + (raw[:1] if EXP == 'cluster_end' else []) if EXP != 'publish_relaxed' else []
+sanitized = plist[:1] + (raw[:1] if EXP in ('cluster_end', 'publish_push') else []) if EXP != 'publish_relaxed' else []
 for shape, fam, p, src, _ in sanitized:
     r = evaluate(src, shape, mode='back-to-back', sanitize=True)
     rows.append({'shape': list(shape), 'family': fam, 'params': p, 'sanitize': r.status, 'reason': r.reason[:300]})
@@ -84,7 +105,7 @@ for rep in range(2):
         for mode in ('server', 'back-to-back'):
             if time.monotonic() > deadline:
                 break
-            r = evaluate(src, shape, mode=mode, rivals={'old': twin})
+            r = evaluate(src, shape, mode=mode, rivals=twin if isinstance(twin, dict) else {'old': twin})
             row = {'shape': list(shape), 'family': fam, 'params': p, 'mode': mode, 'rep': rep, 'status': r.status,
                    'gpu': r.gpu.get('gpu_uuid') if r.gpu else None}
             if r.ok:
@@ -92,6 +113,8 @@ for rep in range(2):
                 row.update(new_vs_best=h.get('candidate'), old_vs_best=h.get('old'),
                            new_us=r.candidate.median_us, old_us=r.rivals['old'].median_us,
                            best_nvidia_us=min(b.median_us for b in r.baselines.values()))
+                if 'bound' in r.rivals:
+                    row.update(bound_vs_best=h.get('bound'), bound_us=r.rivals['bound'].median_us)
                 print('x'.join(map(str, shape)), fam, mode, rep, 'new %.3f old %.3f (%.2f / %.2f us)' % (
                     row['new_vs_best'], row['old_vs_best'], row['new_us'], row['old_us']), flush=True)
             else:
