@@ -112,7 +112,7 @@ def test_knobs_at_their_default_keep_the_earlier_identity():
     assert families.full_params("small", SMALL_OK)["cluster_k"] == 1
     assert families.normal_params("small", dict(SMALL_CLUSTER)) == SMALL_CLUSTER
     src = small.render(SMALL_CLUSTER)
-    assert "__cluster_dims__(1, 1, CLUSTER_K)" in src and "map_shared_rank" in src
+    assert "__cluster_dims__(1, 1, CLUSTER_K)" in src and "st.async.shared::cluster" in src
     assert "cluster" not in small.render(SMALL_OK).split("// params")[1].split("namespace")[0]
 
 
@@ -195,20 +195,44 @@ def test_hopper_raw_cluster_k_keeps_earlier_identities_and_is_left_to_sweeps():
 
 
 def test_kernels_end_without_waiting_for_their_stores_of_c():
-    """A CTA that sums K-slices over its cluster publishes its partial tile with a release barrier, but leaves on a
-    relaxed one: a release arrive there compiled to MEMBAR.ALL.GPU, which waited for its stores of C to land and
-    cost 0.16-0.51 us a call (docs/benchmarks/data/kernel_ends_cluster_h200_2026-11-29_24f0618.json). The TMA
-    epilogue likewise waits only until its stores have read shared memory."""
+    """A CTA that sums K-slices over its cluster with a large tile publishes its partial tile with a release barrier,
+    but leaves on a relaxed one: a release arrive there compiled to MEMBAR.ALL.GPU, which waited for its stores of C
+    to land and cost 0.16-0.51 us a call (docs/benchmarks/data/kernel_ends_cluster_h200_2026-11-29_24f0618.json).
+    The TMA epilogue likewise waits only until its stores have read shared memory."""
     raw = hopper_raw.render(dict(RAW_OK, tile_n=128, stages=6, epi="direct", cluster_k=4))
     publish, leave = raw.index("cluster_sync();  // every partial tile"), raw.index("cluster_hold();  // no CTA")
-    assert publish < leave and raw.count("cluster_hold();") == 1
+    assert publish < leave and raw.count("cluster_hold();") == 1 and "st.async" not in raw
     assert "arrive.release.aligned" in raw[raw.index("void cluster_sync()"):raw.index("void cluster_hold()")]
     assert "arrive.relaxed.aligned" in raw[raw.index("void cluster_hold()"):publish]
-    sm = small.render(SMALL_CLUSTER)
+    sm = small.render(dict(SMALL_CLUSTER, bn=128))
     publish = sm.index("cluster.sync();  // all partial tiles")
     assert "barrier.cluster.arrive.relaxed.aligned" in sm[publish:] and sm.count("cluster.sync()") == 1
     tma = hopper_raw.render(dict(RAW_OK, tile_n=64, stages=2, epi="tma"))
     assert "cp.async.bulk.wait_group.read 0;" in tma and "cp.async.bulk.wait_group 0;" not in tma
+
+
+def test_small_tiles_push_their_partial_rows_without_a_release():
+    """Where a split's tile is small, each CTA pushes the rows another CTA sums into that CTA's shared memory
+    (st.async, counted on its barrier) once a relaxed barrier says every CTA's buffers are free, and waits for its
+    own share with acquire: no release/acquire cluster barrier (a MEMBAR.ALL.GPU) and no barrier at the end. On
+    larger tiles the 8-byte pushes cost more than the membar, so those keep publishing
+    (docs/benchmarks/data/publish_push_h200_2026-11-29_1985b9c.json)."""
+    split = dict(RAW_OK, tile_m=64, tile_n=32, stages=4, epi="direct", cluster_k=4)
+    assert hopper_raw.pushes(hopper_raw.validate(split))
+    assert not hopper_raw.pushes(hopper_raw.validate(dict(split, tile_n=64)))
+    assert not hopper_raw.pushes(hopper_raw.validate(dict(split, cluster_k=1)))
+    raw = hopper_raw.render(split)
+    kernel = raw[raw.index("__global__"):raw.index("bool make_map(")]
+    free, push, wait = kernel.index("cluster_hold();"), kernel.index("push2("), kernel.index("bar_wait_cluster(recv, 0)")
+    assert kernel.index("bar_expect_tx(recv") < free < push < wait
+    assert "cluster_sync();  // every partial tile" not in kernel and kernel.count("cluster_hold();") == 1
+    assert "mbarrier.try_wait.parity.acquire.cluster" in raw and "barrier.cluster.arrive.relaxed" in raw
+    assert small.pushes(SMALL_CLUSTER) and not small.pushes(dict(SMALL_CLUSTER, bn=128))
+    assert small.smem_bytes(SMALL_CLUSTER) == small.smem_bytes(dict(SMALL_CLUSTER, cluster_k=1)) + 8
+    sm = small.render(SMALL_CLUSTER)
+    free, push = sm.index("barrier.cluster.arrive.relaxed"), sm.index("st.async.shared::cluster")
+    assert free < push < sm.index("mbarrier.try_wait.parity.acquire.cluster")
+    assert sm.count("barrier.cluster.arrive") == 1 and "cluster.sync()" not in sm and "cooperative_groups" not in sm
 
 
 def test_hopper_raw_pingpong_keeps_earlier_identities_and_gives_each_warpgroup_whole_tiles():

@@ -228,6 +228,19 @@ def a_box_rows(m: int, tile_m: int) -> int:
     return min(tile_m, ceil_div(m, 8) * 8)
 
 
+# The largest tile (rows x columns) whose cluster split pushes its partial rows to the CTAs that sum them (st.async,
+# counted on their barriers) instead of publishing them with a release/acquire cluster barrier (a MEMBAR.ALL.GPU)
+# for the peers to read. Each split's first prior, push against publish in the same rounds (H200, 2026-11-29,
+# docs/benchmarks/data/publish_push_h200_2026-11-29_1985b9c.json): 64x32 tiles 0.00-0.19 us a call faster on ten
+# shapes (ck 2-8, server and back to back), 64x64 0.16-0.22 us slower (ck 2), 128x64 0.7-0.8 and 128x128 1.8-2.2 us
+# slower: a push is 8 bytes, and a large tile's pushes outlast the membar they save.
+PUSH_MAX_TILE = 64 * 32
+
+
+def pushes(p: dict[str, Any]) -> bool:
+    return p.get("cluster_k", 1) > 1 and p["tile_m"] * p["tile_n"] <= PUSH_MAX_TILE
+
+
 def render(params: dict[str, Any]) -> str:
     p = validate(params)
     pingpong = p.get("schedule") == "pingpong"
@@ -240,7 +253,7 @@ def render(params: dict[str, Any]) -> str:
     shares = dict(cols="CN" if cols_split else "BN", col_off="cw * CN + " if cols_split else "",
                   row_off="" if p["tile_m"] == 64 or pingpong else "cw * (BM / 2) + ")
     return render_feasible(NAME, TEMPLATE, p, feasible, defaults=DEFAULTS, wgmma_n=wn, acc_regs=n, evict_first=evict,
-                           pingpong=pingpong, cols_split=cols_split, **shares,
+                           pingpong=pingpong, cols_split=cols_split, push=pushes(p), **shares,
                            tail=p["tile_n"] % 64 if p.get("epi") == "tma" else 0,
                            acc_list=", ".join(f"%{i}" for i in range(n)),
                            acc_operands=", ".join(f'"+f"(d[{i}])' for i in range(n)))

@@ -35,9 +35,9 @@ def validate(params: dict[str, Any]) -> dict[str, Any]:
 
 def smem_bytes(p: dict[str, Any]) -> int:
     pipe = p["stages"] * (p["bm"] * (p["bk"] + 8) + p["bk"] * (p["bn"] + 8)) * 2
-    if p.get("cluster_k", 1) > 1:  # and the barrier that counts the partial rows pushed by the cluster's CTAs
+    if pushes(p):  # and the barrier that counts the partial rows pushed by the cluster's CTAs
         return max(pipe, p["bm"] * (p["bn"] + 8) * 4) + 8
-    if p.get("epi", "direct") == "smem":
+    if p.get("epi", "direct") == "smem" or p.get("cluster_k", 1) > 1:
         return max(pipe, p["bm"] * (p["bn"] + 8) * 4)  # the fp32 tile reuses the pipeline buffers
     return pipe
 
@@ -86,8 +86,22 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
     return True, ""
 
 
+# The largest tile (bm x bn) whose cluster split pushes its partial rows to the CTAs that sum them (st.async, counted
+# on their barriers) instead of publishing them with a release/acquire cluster barrier for the peers to read, plus a
+# barrier at the end. Each split's first prior, push against publish in the same rounds (H200, 2026-11-29,
+# docs/benchmarks/data/publish_push_h200_2026-11-29_1985b9c.json): tiles of 1024-4096 elements 0.25-0.96 us a call
+# faster (seven shapes, server and back to back); 64x128 0.9 us faster on one shape and 0.5-1.3 us slower on two,
+# 128x128 0.6-1.0 us slower.
+PUSH_MAX_TILE = 4096
+
+
+def pushes(p: dict[str, Any]) -> bool:
+    return p.get("cluster_k", 1) > 1 and p["bm"] * p["bn"] <= PUSH_MAX_TILE
+
+
 def render(params: dict[str, Any]) -> str:
-    return render_feasible("small", TEMPLATE, validate(params), feasible, defaults=DEFAULTS, ws_floats=WS_FLOATS)
+    p = validate(params)
+    return render_feasible("small", TEMPLATE, p, feasible, defaults=DEFAULTS, ws_floats=WS_FLOATS, push=pushes(p))
 
 
 def _warp_layouts(bm: int, bn: int) -> list[tuple[int, int]]:
