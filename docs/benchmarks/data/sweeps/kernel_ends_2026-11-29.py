@@ -15,7 +15,10 @@ kept, to bound what an ordering without the membar could gain. EXP=publish_push:
 push each partial row to the CTA that sums it (st.async, counted on that CTA's barrier) after a relaxed barrier,
 against the same params rendered by an older tree (OLD_TREE, a directory holding its agent/: the release/acquire
 publishing barrier and a relaxed end) and that source with a relaxed publishing barrier ("bound", timed only); the
-new kernels are the checked candidates, ragged shapes included, two of them sanitized first."""
+new kernels are the checked candidates, ragged shapes included, two of them sanitized first. EXP=push_width: every
+tile pushes (PUSH_MAX_TILE raised in each tree): the tree's 16-byte pushes (lanes swap a pair; the checked
+candidate) against V2_TREE's 8-byte pushes ("v2") and OLD_TREE's publishing barrier ("old"), on small and large
+tiles of both families."""
 import json, os, subprocess, sys, time
 sys.path.insert(0, '.')
 from pathlib import Path
@@ -35,10 +38,14 @@ if EXP == 'tma_store_end':
               (1024, 4096, 8192)]
 if EXP == 'publish_push':
     SHAPES = SHAPES + [(48, 2000, 4096), (40, 120, 1024), (200, 64, 8192)]
+if EXP == 'push_width':
+    SHAPES = [(256, 2048, 16384), (128, 4096, 12288), (64, 4096, 2048), (64, 128, 1024), (48, 2000, 4096),
+              (40, 120, 1024)]
 OLD_RENDER = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from agent.families import get
+from agent.families import get, small, hopper_raw
+small.PUSH_MAX_TILE = hopper_raw.PUSH_MAX_TILE = 1 << 30  # every split pushes (trees that know pushes)
 json.dump([get(f).render(p) for f, p in json.load(sys.stdin)], sys.stdout)
 """
 out = Path(os.environ.get('OUT', '/tmp')) / f'{EXP}.json'
@@ -72,6 +79,21 @@ def players():
                 src = get('hopper_raw').render(ps[0])
                 yield shape, 'hopper_raw', ps[0], src, store_done_twin(src)
         return
+    if EXP == 'push_width':
+        from agent.families import small, hopper_raw
+        small.PUSH_MAX_TILE = hopper_raw.PUSH_MAX_TILE = 1 << 30
+        found = [(shape, fam, p) for shape in SHAPES for fam in ('small', 'hopper_raw')
+                 for p in [q for q in get(fam).priors(shape, 'fp32') if q.get('cluster_k', 1) > 1][:1]]
+        found = [f for f in found if f[0][0] != 48 or f[1] == 'small']
+        found = [f for f in found if f[0][0] != 40 or f[1] == 'hopper_raw']
+
+        def render_in(tree):
+            return json.loads(subprocess.run([sys.executable, '-c', OLD_RENDER, tree], check=True, text=True,
+                                             input=json.dumps([[f, p] for _, f, p in found]),
+                                             capture_output=True).stdout)
+        for (shape, fam, p), old, v2 in zip(found, render_in(os.environ['OLD_TREE']), render_in(os.environ['V2_TREE'])):
+            yield shape, fam, p, get(fam).render(p), {'old': old, 'v2': v2}
+        return
     if EXP == 'publish_push':
         found = [(shape, fam, p) for shape in SHAPES for fam in ('small', 'hopper_raw')
                  for p in [q for q in get(fam).priors(shape, 'fp32') if q.get('cluster_k', 1) > 1][:1]]
@@ -96,11 +118,13 @@ plist = list(players())
 print(len(plist), 'players', flush=True)
 raw = [x for x in plist if x[1] == 'hopper_raw']
 sanitized = plist[:1] + (raw[:1] if EXP in ('cluster_end', 'publish_push') else []) if EXP != 'publish_relaxed' else []
+if EXP == 'push_width':
+    sanitized = [x for x in plist if x[0] == (64, 128, 1024)]
 for shape, fam, p, src, _ in sanitized:
     r = evaluate(src, shape, mode='back-to-back', sanitize=True)
     rows.append({'shape': list(shape), 'family': fam, 'params': p, 'sanitize': r.status, 'reason': r.reason[:300]})
     print('sanitize', shape, fam, r.status, r.reason[:200], flush=True)
-for rep in range(2):
+for rep in range(1 if EXP == 'push_width' else 2):
     for shape, fam, p, src, twin in plist:
         for mode in ('server', 'back-to-back'):
             if time.monotonic() > deadline:
@@ -113,8 +137,9 @@ for rep in range(2):
                 row.update(new_vs_best=h.get('candidate'), old_vs_best=h.get('old'),
                            new_us=r.candidate.median_us, old_us=r.rivals['old'].median_us,
                            best_nvidia_us=min(b.median_us for b in r.baselines.values()))
-                if 'bound' in r.rivals:
-                    row.update(bound_vs_best=h.get('bound'), bound_us=r.rivals['bound'].median_us)
+                for extra in ('bound', 'v2'):
+                    if extra in r.rivals:
+                        row.update({f'{extra}_vs_best': h.get(extra), f'{extra}_us': r.rivals[extra].median_us})
                 print('x'.join(map(str, shape)), fam, mode, rep, 'new %.3f old %.3f (%.2f / %.2f us)' % (
                     row['new_vs_best'], row['old_vs_best'], row['new_us'], row['old_us']), flush=True)
             else:
