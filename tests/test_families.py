@@ -223,7 +223,7 @@ def test_small_tiles_push_their_partial_rows_without_a_release():
     assert not hopper_raw.pushes(hopper_raw.validate(dict(split, cluster_k=1)))
     raw = hopper_raw.render(split)
     kernel = raw[raw.index("__global__"):raw.index("bool make_map(")]
-    free, push, wait = kernel.index("cluster_hold();"), kernel.index("push4("), kernel.index("bar_wait_cluster(recv, 0)")
+    free, push, wait = kernel.index("cluster_hold();"), kernel.index("push2("), kernel.index("bar_wait_cluster(recv, 0)")
     assert kernel.index("bar_expect_tx(recv") < free < push < wait
     assert "cluster_sync();  // every partial tile" not in kernel and kernel.count("cluster_hold();") == 1
     assert "mbarrier.try_wait.parity.acquire.cluster" in raw and "barrier.cluster.arrive.relaxed" in raw

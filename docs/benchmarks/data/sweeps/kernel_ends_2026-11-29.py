@@ -16,9 +16,9 @@ push each partial row to the CTA that sums it (st.async, counted on that CTA's b
 against the same params rendered by an older tree (OLD_TREE, a directory holding its agent/: the release/acquire
 publishing barrier and a relaxed end) and that source with a relaxed publishing barrier ("bound", timed only); the
 new kernels are the checked candidates, ragged shapes included, two of them sanitized first. EXP=push_width: every
-tile pushes (PUSH_MAX_TILE raised in each tree): the tree's 16-byte pushes (lanes swap a pair; the checked
-candidate) against V2_TREE's 8-byte pushes ("v2") and OLD_TREE's publishing barrier ("old"), on small and large
-tiles of both families."""
+tile pushes (PUSH_MAX_TILE raised in each tree): the tree's pushes (the checked candidate; at 9f8e3f4, where this
+ran, 16-byte pushes, lanes swapping a pair) against V2_TREE's 8-byte pushes ("v2") and OLD_TREE's publishing
+barrier ("old"), on small and large tiles of both families."""
 import json, os, subprocess, sys, time
 sys.path.insert(0, '.')
 from pathlib import Path
