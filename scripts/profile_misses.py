@@ -88,9 +88,9 @@ def _side(r: dict) -> str:
 def render(out: Path, note: str = "") -> str:
     """summary.md of a profiles folder: each miss, ours and the fastest NVIDIA kernel side by side."""
     todo = json.loads((out / MISSES).read_text())
-    records = [json.loads(f.read_text()) for f in (out / f"{n}.json" for n in todo) if f.is_file()]
-    gpus = sorted({r["candidate"].get("gpu", "?") for r in records})
-    ncu = sorted({r["candidate"].get("ncu_version", "?") for r in records})
+    records = {n: json.loads(f.read_text()) for n in todo if (f := out / f"{n}.json").is_file()}
+    gpus = sorted({r["candidate"].get("gpu", "?") for r in records.values()})
+    ncu = sorted({r["candidate"].get("ncu_version", "?") for r in records.values()})
     head = [f"# Nsight Compute of {len(todo)} target misses", "",
             *([note, ""] if note else []),
             f"- {len(records)} of {len(todo)} profiled; GPU {', '.join(gpus) or '?'}; Nsight Compute {', '.join(ncu)}; "
@@ -104,11 +104,10 @@ def render(out: Path, note: str = "") -> str:
              "| NVIDIA / ours, the profile's offline evaluation |", "|---|---|---|---|---|---|---|"]
     for name, e in todo.items():
         shape, why = "×".join(map(str, e["shape"])), ", ".join(e["misses"])
-        path = out / f"{name}.json"
-        if not path.is_file():
+        d = records.get(name)
+        if d is None:
             lines.append(f"| {shape} | `{name}` | {why} | not profiled | | | |")
             continue
-        d = json.loads(path.read_text())
         c, b = d["candidate"], d["baseline"]["record"]
         cycles = (c["duration_us"] * c["sm_clock_mhz"]) / (b["duration_us"] * b["sm_clock_mhz"])
         ratio = (d.get("timing") or {}).get("speedup")
