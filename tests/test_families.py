@@ -230,8 +230,10 @@ def test_small_tiles_push_their_partial_rows_without_a_release():
     assert small.pushes(SMALL_CLUSTER) and not small.pushes(dict(SMALL_CLUSTER, bn=128))
     assert small.smem_bytes(SMALL_CLUSTER) == small.smem_bytes(dict(SMALL_CLUSTER, cluster_k=1)) + 8
     sm = small.render(SMALL_CLUSTER)
-    free, push = sm.index("barrier.cluster.arrive.relaxed"), sm.index("st.async.shared::cluster")
-    assert free < push < sm.index("mbarrier.try_wait.parity.acquire.cluster")
+    assert "st.async.shared::cluster" in sm and "mbarrier.try_wait.parity.acquire.cluster" in sm
+    body = sm[sm.index("__global__"):]
+    free, push = body.index("barrier.cluster.arrive.relaxed"), body.index("push2(")
+    assert free < push < body.index("bar_wait_cluster(recv, 0)")
     assert sm.count("barrier.cluster.arrive") == 1 and "cluster.sync()" not in sm and "cooperative_groups" not in sm
 
 
@@ -644,6 +646,9 @@ GPU_SAMPLES = [
     # programmatic dependent launch: waits_for_predecessor runs each behind a kernel that writes the inputs late
     ("small", dict(SMALL_OK, pdl=True), (64, 512, 2048)),
     ("small", dict(SMALL_CLUSTER, pdl=True), (64, 2048, 4096)),
+    # cluster splits that push their partial rows (small tiles), on ragged M and N
+    ("small", dict(SMALL_CLUSTER, bm=64, bn=16, wm=4, wn=1), (40, 120, 1024)),
+    ("small", dict(SMALL_CLUSTER, bm=16, bn=32, wm=1, wn=2, stages=4), (48, 2000, 4096)),
     ("ampere_cute", dict(AMPERE_OK, pdl=True), (1000, 1000, 1024)),
     ("hopper_wgmma", dict(HOPPER_OK, pdl=True), (4096, 1024, 12288)),
     ("hopper_wgmma", dict(HOPPER_SLICED, pdl=True), (64, 2048, 4096)),
