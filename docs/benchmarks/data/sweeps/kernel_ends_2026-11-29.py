@@ -18,7 +18,9 @@ publishing barrier and a relaxed end) and that source with a relaxed publishing 
 new kernels are the checked candidates, ragged shapes included, two of them sanitized first. EXP=push_width: every
 tile pushes (PUSH_MAX_TILE raised in each tree): the tree's pushes (the checked candidate; at 9f8e3f4, where this
 ran, 16-byte pushes, lanes swapping a pair) against V2_TREE's 8-byte pushes ("v2") and OLD_TREE's publishing
-barrier ("old"), on small and large tiles of both families."""
+barrier ("old"), on small and large tiles of both families. EXP=same_pushes: a template change that should not change
+what the pushing splits do: each shape's first pushing prior of each family as the tree renders it against OLD_TREE's
+render of the same params ("old", nothing forced), once; the first of each family sanitized first."""
 import json, os, subprocess, sys, time
 sys.path.insert(0, '.')
 from pathlib import Path
@@ -38,6 +40,8 @@ if EXP == 'tma_store_end':
               (1024, 4096, 8192)]
 if EXP == 'publish_push':
     SHAPES = SHAPES + [(48, 2000, 4096), (40, 120, 1024), (200, 64, 8192)]
+if EXP == 'same_pushes':
+    SHAPES = [(64, 128, 1024), (64, 512, 2048), (64, 64, 4096), (40, 120, 1024), (48, 2000, 4096), (100, 90, 4104)]
 if EXP == 'push_width':
     SHAPES = [(256, 2048, 16384), (128, 4096, 12288), (64, 4096, 2048), (64, 128, 1024), (48, 2000, 4096),
               (40, 120, 1024)]
@@ -45,7 +49,8 @@ OLD_RENDER = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from agent.families import get, small, hopper_raw
-small.PUSH_MAX_TILE = hopper_raw.PUSH_MAX_TILE = 1 << 30  # every split pushes (trees that know pushes)
+if sys.argv[2:] != ['as-is']:
+    small.PUSH_MAX_TILE = hopper_raw.PUSH_MAX_TILE = 1 << 30  # every split pushes (trees that know pushes)
 json.dump([get(f).render(p) for f, p in json.load(sys.stdin)], sys.stdout)
 """
 out = Path(os.environ.get('OUT', '/tmp')) / f'{EXP}.json'
@@ -94,6 +99,15 @@ def players():
         for (shape, fam, p), old, v2 in zip(found, render_in(os.environ['OLD_TREE']), render_in(os.environ['V2_TREE'])):
             yield shape, fam, p, get(fam).render(p), {'old': old, 'v2': v2}
         return
+    if EXP == 'same_pushes':
+        found = [(shape, fam, p) for shape in SHAPES for fam in ('small', 'hopper_raw')
+                 for p in [q for q in get(fam).priors(shape, 'fp32') if get(fam).pushes(q)][:1]]
+        olds = json.loads(subprocess.run([sys.executable, '-c', OLD_RENDER, os.environ['OLD_TREE'], 'as-is'],
+                                         check=True, input=json.dumps([[f, p] for _, f, p in found]),
+                                         capture_output=True, text=True).stdout)
+        for (shape, fam, p), old in zip(found, olds):
+            yield shape, fam, p, get(fam).render(p), {'old': old}
+        return
     if EXP == 'publish_push':
         found = [(shape, fam, p) for shape in SHAPES for fam in ('small', 'hopper_raw')
                  for p in [q for q in get(fam).priors(shape, 'fp32') if q.get('cluster_k', 1) > 1][:1]]
@@ -117,14 +131,15 @@ rows = []
 plist = list(players())
 print(len(plist), 'players', flush=True)
 raw = [x for x in plist if x[1] == 'hopper_raw']
-sanitized = plist[:1] + (raw[:1] if EXP in ('cluster_end', 'publish_push') else []) if EXP != 'publish_relaxed' else []
+sanitized = [] if EXP == 'publish_relaxed' else (
+    plist[:1] + (raw[:1] if EXP in ('cluster_end', 'publish_push', 'same_pushes') else []))
 if EXP == 'push_width':
     sanitized = [x for x in plist if x[0] == (64, 128, 1024)]
 for shape, fam, p, src, _ in sanitized:
     r = evaluate(src, shape, mode='back-to-back', sanitize=True)
     rows.append({'shape': list(shape), 'family': fam, 'params': p, 'sanitize': r.status, 'reason': r.reason[:300]})
     print('sanitize', shape, fam, r.status, r.reason[:200], flush=True)
-for rep in range(1 if EXP == 'push_width' else 2):
+for rep in range(1 if EXP in ('push_width', 'same_pushes') else 2):
     for shape, fam, p, src, twin in plist:
         for mode in ('server', 'back-to-back'):
             if time.monotonic() > deadline:
