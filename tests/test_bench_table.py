@@ -608,6 +608,8 @@ def test_the_regimes_table_takes_each_regimes_median_final(tmp_path):
     assert entry["server"]["best"] == pytest.approx(server[0].speedup("best-nvidia"), abs=1e-4)
     assert entry["server"]["best"] != pytest.approx(server[2].speedup("best-nvidia"), abs=1e-3)
     assert entry["server"]["evaluations"] == 3
+    fastest = server[0].baselines[entry["server"]["fastest"]]
+    assert entry["server"]["us"] == [round(server[0].candidate.median_us, 3), round(fastest.median_us, 3)]
     assert "steady" not in entry and "offline" not in entry  # the separated regime's twin, left out
     assert entry["separated"] == {"status": "incorrect"}
     data.update(date="2026-11-28", commit="abc1234", data_file="d.json", command="c")
@@ -616,3 +618,29 @@ def test_the_regimes_table_takes_each_regimes_median_final(tmp_path):
     assert table.code_commits({"commits": ["a1", "b2"]}, "x9") == "a1, b2"
     assert table.code_commits({"commits": ["unrecorded", "b2"]}, "x9 to y8") == "x9 to y8, b2"
     assert table.code_commits({}, "x9") == "x9" and table.code_commits({}, "") == "(not recorded by the run)"
+
+
+def test_the_regimes_table_says_how_much_more_our_kernels_pay_going_cold():
+    """Where a regime's times are kept, the table gives each shape's excess cold cost (our server time less our
+    separated time, less the same for best NVIDIA) and what server mode would read without it; older data files,
+    without the times, render as before."""
+    table = load_script("regimes_table")
+    shapes = {"64x64x256": {"server": {"best": 1.04, "us": [5.0, 5.2]}, "separated": {"best": 1.5, "us": [2.0, 3.0]}},
+              "128x128x128": {"server": {"best": 1.0, "us": [6.0, 6.0]}, "separated": {"best": 1.2, "us": [3.0, 3.5]}},
+              "8192x8192x8192": {"server": {"best": 1.0, "us": [1000.0, 1000.0]},
+                                 "separated": {"best": 1.0, "us": [990.0, 990.0]}}}
+    assert table.extra_cold_us(shapes["64x64x256"]) == pytest.approx(0.8)
+    assert table.extra_cold_us({"server": {"best": 1.0}, "separated": {"best": 1.0}}) is None
+    data = {"shapes": shapes, "date": "2026-11-29", "commit": "abc1234", "data_file": "d.json", "command": "c"}
+    text = table.render(data)
+    # 0.8 and 0.5 us below 2^36; without them 5.2 / 4.2, 6 / 5.5 and 1
+    assert "by +0.65 µs (median of 2 shapes below 2^36 FLOP; +0.50 to +0.80)" in text
+    without = (5.2 / 4.2 * 6.0 / 5.5 * 1.0) ** (1 / 3)
+    now = (5.2 / 5.0) ** (1 / 3)
+    assert f"would read {without:.3f} over 3 shapes, against {now:.3f}" in text
+    assert "| excess cold cost, µs |" in text and "| +0.80 |" in text and "| +0.00 |" in text
+    for e in shapes.values():
+        for r in e.values():
+            del r["us"]
+    old = table.render(data)
+    assert "excess cold cost" not in old and "cold cost" not in old
