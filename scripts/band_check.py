@@ -5,7 +5,7 @@
 
 Reads probe files (`scripts/sweep_configs.py --together`'s probe.json) in which one hopper_raw config of 128-row
 tiles ran in several bands (`group`) on a shape, in the same rounds, and for each such set prints the band
-`hopper_raw._gpc_band` picks now against the fastest measured, with the pick's shortfall. The summary line gives the
+`grid_order.gpc_band` picks now against the fastest measured, with the pick's shortfall. The summary line gives the
 geomean shortfall and the pick's geomean gain over rows where rows ran. --runs re-counts the operand panels for
 other run lengths than GPC_CTAS (the panel count only; the passes over B stay as they are), which is how GPC_CTAS
 was fitted. Sets where the pick was not measured are listed and left out of the summary.
@@ -38,17 +38,17 @@ def band_sets(paths: list[Path], mode: str) -> dict[tuple, dict[int, float]]:
 
 
 def pick(shape: tuple[int, int, int], params: dict, run: int | None = None) -> int:
-    from agent.families import hopper_raw
+    from agent.families import grid_order
     from agent.families.common import ceil_div
 
     m, n, k = shape
     rows, cols = ceil_div(m, 128), ceil_div(n, params["tile_n"])
     if run is None:
-        return hopper_raw._gpc_band(rows, cols, 128, params["tile_n"], 2 * n * k)
-    hopper_raw._run_panels.cache_clear()  # cached per run length: the patched constant changes every count
-    with mock.patch.object(hopper_raw, "GPC_CTAS", run):
-        g = hopper_raw._gpc_band(rows, cols, 128, params["tile_n"], 2 * n * k)
-    hopper_raw._run_panels.cache_clear()
+        return grid_order.gpc_band(rows, cols, 128, params["tile_n"], 2 * n * k)
+    grid_order.run_panels.cache_clear()  # cached per run length: the patched constant changes every count
+    with mock.patch.object(grid_order, "GPC_CTAS", run):
+        g = grid_order.gpc_band(rows, cols, 128, params["tile_n"], 2 * n * k)
+    grid_order.run_panels.cache_clear()
     return g
 
 

@@ -738,7 +738,7 @@ def test_raw_priors_are_feasible_on_the_big_dev_shapes_and_band_as_measured():
     wide = priors.priors("hopper_raw", (8192, 4096, 16384), "fp32", "sm_90a")
     assert [(p["tile_m"], p["tile_n"], p["group"]) for p in wide] == [(128, 256, 16), (256, 128, 8)]
     assert priors.priors("hopper_raw", (4096, 12288, 16384), "fp32", "sm_90a")[0]["group"] == 8
-    # 8 tile-rows in all: one band of all of them (`_widest_band`), 1.005 against 0.988 in bands of 4
+    # 8 tile-rows in all: one band of all of them (`grid_order.widest_band`), 1.005 against 0.988 in bands of 4
     assert priors.priors("hopper_raw", (1024, 12288, 8192), "fp32", "sm_90a")[0]["group"] == 8
     # one wave with B at least twice A: B and C stream with an evict_first hint; nowhere else
     assert all(p["l2_evict_first"] == "bc" for p in one_wave)
@@ -1077,8 +1077,8 @@ def test_wgmma_wave_split_leads_where_the_cap_left_no_split(shape, first, wave):
 
 
 @pytest.mark.parametrize("shape,first", [
-    ((2048, 1024, 1024), (128, 4, 6, "full")),  # one wave: `_gpc_band`'s band, not rows though tall with a small B
-    ((2048, 2048, 1024), (128, 4, 6, "full")),  # two waves: `_gpc_band`'s, not the square band of 8
+    ((2048, 1024, 1024), (128, 4, 6, "full")),  # one wave: `grid_order.gpc_band`'s band, not rows though tall with a small B
+    ((2048, 2048, 1024), (128, 4, 6, "full")),  # two waves: `grid_order.gpc_band`'s, not the square band of 8
     ((4096, 2048, 1024), (128, 1, 6, "full")),  # 3.9 waves, taller than wide, 4 MB of B: rows
     ((2048, 4096, 1024), (128, 16, 6, "full")),  # 3.9 waves, wider than tall: the square band, all 16 tile-rows
     ((4096, 16384, 2048), (192, 16, 4, "full")),  # 16x8192x2048 of B: bands (in rows it read 0.72, bands 1.00)
@@ -1105,7 +1105,7 @@ def test_raw_pingpong_prior_comes_first_from_k_256_to_2048(shape, first):
     """hopper_raw's ping-pong prior: 128x192 beyond eight waves of 128x128 where 192 tiles N with little padding, else
     128x128, either replaced by 128x176 where the busiest CTA's columns allow (`hopper_raw.NARROW_SHARE`); tall
     grids whose B fits in rows (and at K = 256 grids of 32 tile-rows or more), others in square bands, but grids of up
-    to two waves in `_gpc_band`'s band; first in the family's list, mid and large alike, and the
+    to two waves in `grid_order.gpc_band`'s band; first in the family's list, mid and large alike, and the
     cooperative tile of its width no longer listed beside it below the large class."""
     ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
     pp = [p for p in ps if p.get("schedule") == "pingpong"]
@@ -1457,7 +1457,7 @@ def test_listed_priors_off_the_grid_are_feasible():
 def test_raw_few_wave_grids_take_the_band_that_keeps_a_gpc_to_few_operand_panels(shape, first):
     """A grid of at most two waves of a 128-row cooperative tile (64, 128, 176 or 256 wide), and beyond two waves a
     mid grid from K past 256, is ordered in the band whose runs of 12 consecutive work units (near a GPC's CTAs) touch
-    the fewest operand bytes (`hopper_raw._gpc_band`): on one wave every tile is resident at once, yet neighbours
+    the fewest operand bytes (`grid_order.gpc_band`): on one wave every tile is resident at once, yet neighbours
     that share a tile make the L2 serve fewer sectors."""
     from agent.families import hopper_raw
 
@@ -1477,34 +1477,34 @@ def test_raw_few_wave_grids_take_the_band_that_keeps_a_gpc_to_few_operand_panels
 ])
 def test_grids_beyond_a_wave_take_the_square_band_up_to_all_of_m(shape, first):
     """Beyond a wave every band of tile-rows reads B again: the square band may cover all of M, or as much of it
-    as the square band allows, at any height (`hopper_raw._widest_band`), as it read faster on every grid of 2-8
+    as the square band allows, at any height (`grid_order.widest_band`), as it read faster on every grid of 2-8
     tile-rows probed and for 128-row tiles on 9-31 (256x128 even); a power-limited single wave of 4 or more tile-rows
-    keeps two bands' worth (`_one_wave_band`)."""
+    keeps two bands' worth (`grid_order.one_wave_band`)."""
     p = priors.priors("hopper_raw", shape, "fp32", "sm_90a")[0]
     assert (p["tile_m"], p["tile_n"], p["group"], p.get("schedule")) == first
 
 
 def test_gpc_band_counts_the_operand_panels_of_each_run_of_consecutive_work_units():
-    from agent.families.hopper_raw import _gpc_band
+    from agent.families.grid_order import gpc_band
 
     # 4 x 32 tiles of 128x128: rows put 1 A and 12 B panels in a run of 12, bands of 2 2 and 6, a band of all 4 4 and 3
-    assert _gpc_band(4, 32, 128, 128) == 4
-    assert _gpc_band(2, 64, 128, 128) == 2  # a band of both tile-rows: 2 + 6 panels against 1 + 12
-    assert _gpc_band(8, 16, 128, 128) == 4  # 4 + 3 panels
-    assert _gpc_band(8, 16, 128, 256) == 4  # 4x128 + 3x256 a run against 2x128 + 6x256
-    assert _gpc_band(8, 32, 128, 64) == 2  # 2x128 + 6x64 against 4x128 + 3x64
-    assert _gpc_band(16, 8, 256, 128) == 2  # rows' runs straddle two tile-rows unevenly; 2x6 is squarer
-    assert _gpc_band(1, 100, 128, 128) == 1
-    assert _gpc_band(32, 1, 128, 64) == 1  # one tile-column: every order is the same
+    assert gpc_band(4, 32, 128, 128) == 4
+    assert gpc_band(2, 64, 128, 128) == 2  # a band of both tile-rows: 2 + 6 panels against 1 + 12
+    assert gpc_band(8, 16, 128, 128) == 4  # 4 + 3 panels
+    assert gpc_band(8, 16, 128, 256) == 4  # 4x128 + 3x256 a run against 2x128 + 6x256
+    assert gpc_band(8, 32, 128, 64) == 2  # 2x128 + 6x64 against 4x128 + 3x64
+    assert gpc_band(16, 8, 256, 128) == 2  # rows' runs straddle two tile-rows unevenly; 2x6 is squarer
+    assert gpc_band(1, 100, 128, 128) == 1
+    assert gpc_band(32, 1, 128, 64) == 1  # one tile-column: every order is the same
     # beyond a wave with B past the L2, each band reads B again: the fewest bands first
-    assert _gpc_band(4, 96, 128, 64) == 2 and _gpc_band(4, 96, 128, 64, b_bytes=60 << 20) == 4
-    assert _gpc_band(4, 96, 128, 64, b_bytes=36 << 20) == 2  # within the L2's 50 MiB: the panels decide
-    assert _gpc_band(4, 16, 128, 64, b_bytes=60 << 20) == 2  # one wave: every band's B is read at once
+    assert gpc_band(4, 96, 128, 64) == 2 and gpc_band(4, 96, 128, 64, b_bytes=60 << 20) == 4
+    assert gpc_band(4, 96, 128, 64, b_bytes=36 << 20) == 2  # within the L2's 50 MiB: the panels decide
+    assert gpc_band(4, 16, 128, 64, b_bytes=60 << 20) == 2  # one wave: every band's B is read at once
 
 
 def test_the_cost_model_prices_a_one_wave_grid_by_the_operand_panels_its_neighbours_touch():
-    """Below the power limit a hopper_raw grid of up to two waves is priced by `_run_panels` against rows': the band
-    `_gpc_band` picks ahead of rows, 8 tile-rows of 128x64 on an 8-column grid (1.5 times rows' panels) behind them, as
+    """Below the power limit a hopper_raw grid of up to two waves is priced by `grid_order.run_panels` against rows': the band
+    `grid_order.gpc_band` picks ahead of rows, 8 tile-rows of 128x64 on an 8-column grid (1.5 times rows' panels) behind them, as
     measured (docs/benchmarks/data/raw_gpc_band_h200_2026-11-27_7d6dff4.json)."""
     from agent.families import hopper_raw
 
@@ -1528,23 +1528,24 @@ def test_the_cost_model_prices_a_one_wave_grid_by_the_operand_panels_its_neighbo
 
 
 def test_the_python_tile_order_is_the_templates_and_visits_every_tile_once():
-    """`_run_panels` counts over `_tile_order`, the Python spelling of the template's `tile_coords`: every tile once,
-    rows of tiles for a band of one, bands walked column by column, a last band of the rows left."""
+    """`grid_order.run_panels` counts over `grid_order.tile_order`, the Python spelling of the template's
+    `tile_coords`: every tile once, rows of tiles for a band of one, bands walked column by column, a last band of the
+    rows left."""
     import re
 
-    from agent.families import hopper_raw
+    from agent.families import grid_order
 
     for rows, cols, g in ((4, 32, 1), (4, 32, 2), (7, 5, 4), (19, 6, 8), (1, 9, 1)):
-        order = hopper_raw._tile_order(rows, cols, g)
+        order = grid_order.tile_order(rows, cols, g)
         assert sorted(order) == [(r, c) for r in range(rows) for c in range(cols)]
-    assert hopper_raw._tile_order(2, 3, 1) == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
-    assert hopper_raw._tile_order(3, 2, 2) == [(0, 0), (1, 0), (0, 1), (1, 1), (2, 0), (2, 1)]
+    assert grid_order.tile_order(2, 3, 1) == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+    assert grid_order.tile_order(3, 2, 2) == [(0, 0), (1, 0), (0, 1), (1, 1), (2, 0), (2, 1)]
     template = (Path(__file__).resolve().parents[1] / "agent/families/hopper_raw.cu.j2").read_text()
     body = re.search(r"void tile_coords\(.*?\n}\n", template, re.S).group(0)
     for line in ("const int band = t / (GROUP * tiles_n);", "const int first = band * GROUP;",
                  "const int rows = min(GROUP, tiles_m - first);", "const int r = t - first * tiles_n;",
                  "tm = first + r % rows;", "tn = r / rows;"):
-        assert line in body, line  # the order _tile_order spells; change both together
+        assert line in body, line  # the order grid_order.tile_order spells; change both together
 
 
 @pytest.mark.parametrize("shape", [(128, 5120, 8192), (384, 2048, 8192), (320, 1536, 4096), (256, 2560, 12288)])

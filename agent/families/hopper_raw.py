@@ -2,15 +2,15 @@
 collectives (the template says why), fp32 accumulation, K-major A and B (B_col_major)."""
 from __future__ import annotations
 
-import functools
 import itertools
-import math
 import sys
 from typing import Any
 
 from . import pricing
 from .common import (LAUNCH_DEFAULTS, LAUNCH_DOMAIN, ceil_div, in_16_byte_rows, kernel_shape, launch_knobs,
                      render_feasible, smem_problem, uneven_waves, validate_with_defaults, validated)
+from .grid_order import (GPC_BAND_WAVES, GPC_BAND_WIDTHS, GPC_PANEL_EXP, GROUPS, gpc_band, one_wave_band, orders,
+                         run_panels, square_band, widest_band)
 from .pricing import LARGE_FLOP, POWER_LIMIT_FLOP, WAVE_FILL, flop
 
 NAME = "hopper_raw"
@@ -30,7 +30,7 @@ DOMAIN: dict[str, tuple] = {
     # deeper than 7 for sweeps and _streaming_priors only: a 64-row tile's stage is 12-24 KB, and a skinny M streams B
     # through the ring
     "stages": tuple(range(2, 17)),
-    "group": (1, 2, 4, 8, 16),  # work-unit rows per band of the tile order
+    "group": GROUPS,  # work-unit rows per band of the tile order (grid_order)
     # CTAs along M per cluster: 2 share each B tile, each CTA loading half and multicasting it (TMA) to both
     "cluster_m": (1, 2),
     # CTAs along K per cluster: each multiplies a K-slice of the same tile, and the fp32 partials are summed through
@@ -209,7 +209,7 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         if rows % cl:
             return False, (f"cluster_m={cl} takes {cl} tile-rows at a time: {rows} tile-rows of {p['tile_m']} do not "
                            "divide")
-        if p["group"] not in _orders(rows // cl):
+        if p["group"] not in orders(rows // cl):
             return False, (f"group {p['group']} walks {rows // cl} tile-rows of work units ({cl} tile-rows each) in "
                            f"the order {p['group'] // 2} does")
         if p.get("grid") == "even" and (why := uneven_waves(rows // cl * ceil_div(n, p["tile_n"]), cl, lim.num_sms)):
@@ -590,8 +590,8 @@ def _pingpong_prior(shape: tuple[int, int, int], sms: int = 132) -> list[dict[st
     128x128; 128x176 instead of either where it leaves the busiest CTA few enough columns (NARROW_SHARE); a grid
     taller than wide, or of many tile-rows at K = 256 (ROWS_K), whose B takes at most ROWS_B_BYTES in rows of tiles
     (every tile-row reads all of B again, from L2 while it fits; 4096x16384x2048 in rows read 0.72 of best NVIDIA
-    against 1.00 in bands), any other in square bands (`_square_band`); but a grid of at most GPC_BAND_WAVES waves
-    (other than rows at K = 256) in `_gpc_band`'s band: on eight such grids fresh to the question, tall ones that
+    against 1.00 in bands), any other in square bands (`square_band`); but a grid of at most GPC_BAND_WAVES waves
+    (other than rows at K = 256) in `gpc_band`'s band: on eight such grids fresh to the question, tall ones that
     walked rows and one in square bands of 8, it read -0.6% to +0.9% of the old order back to back (geomean +0.3%),
     -2.5% to +0.6% separated and -0.1% to +3.0% in server mode (+0.9%) (H200,
     docs/benchmarks/data/raw_gpc_band_beyond_two_waves_h200_2026-11-27_7e54cfc.json). [] where the tile's grid fills
@@ -625,9 +625,9 @@ def _pingpong_prior(shape: tuple[int, int, int], sms: int = 132) -> list[dict[st
     if _rows_at_short_k(rows, n, k):
         group = 1
     elif rows * cols <= GPC_BAND_WAVES * sms:
-        group = _gpc_band(rows, cols, 128, tn, 2 * n * k, sms)
+        group = gpc_band(rows, cols, 128, tn, 2 * n * k, sms)
     else:
-        group = 1 if tall else _widest_band(rows, _square_band(128, tn, sms))
+        group = 1 if tall else widest_band(rows, square_band(128, tn, sms))
     # 176's fifth stage past K = 256's four blocks: on 4096x12288x256 five read 3.8% faster than four back to back
     return _k_ring(128, tn, shape, past_k=tn == 176, group=group, schedule="pingpong")
 
@@ -690,25 +690,13 @@ def _k_ring(tile_m: int, tile_n: int, shape: tuple[int, int, int], past_k: bool 
             **knobs: Any) -> list[dict[str, Any]]:
     """A tile with the TMA epilogue (and `knobs`: a band, the schedule) and the deepest ring that fits but no deeper
     than K's blocks (two at least) unless `past_k` (the producer fills the rest with the next tile's blocks); [] where
-    the shape refuses it. Unless `knobs` name a band, a grid `_gpc_banded` names takes `_gpc_band`'s."""
+    the shape refuses it. Unless `knobs` name a band, a grid `_gpc_banded` names takes `gpc_band`'s."""
     rows, cols = ceil_div(shape[0], tile_m), ceil_div(shape[1], tile_n)
     banded = "group" not in knobs and _gpc_banded(tile_m, tile_n, shape, sms)
-    group = _gpc_band(rows, cols, tile_m, tile_n, 2 * shape[1] * shape[2], sms) if banded else 1
+    group = gpc_band(rows, cols, tile_m, tile_n, 2 * shape[1] * shape[2], sms) if banded else 1
     base = {"tile_m": tile_m, "tile_n": tile_n, "group": group, "acc": "fp32", "epi": "tma", **knobs}
     p = _k_deep(base, max(DOMAIN["stages"]) if past_k else ceil_div(shape[2], 64))
     return [p] if feasible(p, shape, "sm_90a")[0] else []
-
-
-def _orders(unit_rows: int) -> list[int]:
-    """The bands that order a grid of `unit_rows` work-unit rows differently: up to the first that covers all of them
-    (which walks the grid column by column; the kernel's `tile_coords` shortens the last band)."""
-    return [g for g in DOMAIN["group"] if g == 1 or g < 2 * unit_rows]
-
-
-def _bands(unit_rows: int) -> list[int]:
-    """Two bands' worth: the bands a power-limited one-wave grid of four or more tile-rows was measured in
-    (`_one_wave_band`)."""
-    return [g for g in DOMAIN["group"] if g == 1 or unit_rows >= 2 * g]
 
 
 # Tile-rows below which a grid is short: the cost model prices a ping-pong grid's band beyond two waves by its panels
@@ -716,54 +704,8 @@ def _bands(unit_rows: int) -> list[int]:
 SHORT_GRID_ROWS = 9
 
 
-def _widest_band(unit_rows: int, cap: int, bands: list[int] | None = None) -> int:
-    """The widest band up to `cap` of `bands`, by default `_orders`: up to one covering all tile-rows, since beyond a
-    wave every extra band is another pass over B. On nine grids of 2-6 tile-rows beyond a wave (the ping-pong prior at
-    K = 512-1024, the listed 128x256 of 2^34-2^37 FLOP, one power-limited wave) the band of all of M read faster than
-    two bands' worth in every mode, by 3.1-34% back to back (384x16384x1024 0.898 -> 1.056, 256x16384x16384 0.804 ->
-    0.985; raw_short_grid_square_bands_h200_2026-11-27_aeeb89e.json); on five of 7-8 tile-rows for all ten priors,
-    128x256 by 1.2-8.2%, 256x128 by 2.2-15% (raw_eight_row_bands_h200_2026-11-27_aeeb89e.json). On 9-31 tile-rows
-    (eight fresh grids of 2^35-2^39 FLOP, H200, same rounds) the widest band read ahead of two bands' worth for all
-    nine 128-row priors, by 0.1-2.5% back to back (1280x16384x6144's 128x256 in bands of 16: 0.976 -> 1.001 of best
-    NVIDIA; ping-pong 0.4%) (docs/benchmarks/data/raw_band_rows_9_31_h200_2026-11-27_e0e89b9.json). Out of sample,
-    the 28 priors this changed on fifteen fresh off-grid shapes of 9-30 tile-rows, old band against new in the same
-    rounds: 128x256 faster on 11 of 14 back to back (geomean +0.7%, to +2.5%, worst -0.1%), 256x192 on 2 of 2 (+0.5%),
-    the ping-pong tiles from -0.5% to +2.6%, and 256x128 (bands of 8 for 4) a wash: -0.3% back to back (worst -1.2%),
-    +0.4% separated, -0.1% in server mode (raw_band_orders_any_height_h200_2026-11-27_e0e89b9.json)."""
-    return max(g for g in (bands or _orders(unit_rows)) if g == 1 or g <= cap)
-
-
-def _square_band(tile_m: int, tile_n: int, sms: int) -> int:
-    """The band (tile-rows) that makes a wave's operand footprint smallest: a wave of `sms` tiles in bands of g rows
-    reads g A panels and sms/g B panels, each panel bytes proportional to its tile side, so
-    g = sqrt(sms * tile_n / tile_m), as a power of two. 128x256 gets 16: on 8192x4096x16384 bands of 16 measured 0.993
-    and 1.004 of cuBLASLt against 0.983 and 0.996 for bands of 8 in the same two sweeps, and 0.997 in a third; 256x192
-    and 256x128 get 8."""
-    g = math.sqrt(sms * tile_n / tile_m)
-    return 2 ** round(math.log2(g))
-
-
-# CTAs launched one after another that a band should keep to few operand panels (`_gpc_band`): near a GPC's SMs (132
-# SMs in 8 GPCs on an H100 or H200), fitted on the three band probes (49 grids, each in 2-4 bands): the pick's shortfall
-# from the fastest band measured, geomean back to back, was 0.01% and 0.45% for 12 against 0.11% and 0.75% for 16 and
-# 0.07% and 0.45% for 8 (16 and 8 tie 128x64's bands 2 and 4 or 128x128's, where 2 and 4 measured best respectively);
-# `scripts/band_check.py PROBES --runs 8,16` recounts it on any probe of bands
-GPC_CTAS = 12
-# The time of a grid `_gpc_banded` names, below the power limit, against rows, as its runs' operand panels
-# (`_run_panels`) against rows' to this power (set on one-wave grids): bands of two read 0.3-5.7% faster back to back
-# with 0.59-0.67 of rows' panels on the probe of `_gpc_band` (2% at 0.59: 0.03), 8 tile-rows of 128x64 with 1.5 times
-# rows' panels 26% slower
-GPC_PANEL_EXP = 0.06
-# 128-row tile widths whose grids were measured in bands (`_gpc_band`; 64-row tiles were not), and the waves: on five
-# two-wave grids of 128x64 and 128x128 (K = 2112-3648) the band picked read 3.7-23% faster than rows back to back
-# and 3.4-21% in server mode, on five one-wave grids of the cooperative 128x176 0.1-15% and -0.2% to +17%
-# (docs/benchmarks/data/raw_gpc_band_two_waves_176_h200_2026-11-27_00b0b9f.json); beyond two waves see `_gpc_banded`
-GPC_BAND_WIDTHS = (64, 128, 176, 256)
-GPC_BAND_WAVES = 2
-
-
 def _gpc_banded(tile_m: int, tile_n: int, shape: tuple[int, int, int], sms: int) -> bool:
-    """Where a cooperative grid of 128-row tiles of a measured width takes `_gpc_band`'s order: up to GPC_BAND_WAVES
+    """Where a cooperative grid of 128-row tiles of a measured width takes `gpc_band`'s order: up to GPC_BAND_WAVES
     waves, and beyond them below LARGE_FLOP from K past ROWS_K (where each tile's operands outweigh its output). Beyond
     two waves, on fourteen mid grids fresh to the question (2.5-11.7 waves, H200, same rounds, best NVIDIA), the band
     picked read faster than rows on all nine of K = 512-3392 in every mode, by 0.5-8.3% back to back (128x64 in bands
@@ -776,85 +718,10 @@ def _gpc_banded(tile_m: int, tile_n: int, shape: tuple[int, int, int], sms: int)
     return ceil_div(m, 128) * ceil_div(n, tile_n) <= GPC_BAND_WAVES * sms or (k > ROWS_K and flop(shape) < LARGE_FLOP)
 
 
-def _gpc_band(rows: int, cols: int, tile_m: int, tile_n: int, b_bytes: int = 0, sms: int = 132) -> int:
-    """The band (tile-rows) of a grid whose runs of GPC_CTAS consecutive work units (the kernel's tile order,
-    `tile_coords`; a persistent CTA's next unit is a wave further, so a wave's runs are runs of units too) read the
-    fewest operand bytes: each run's distinct tile-rows times tile_m plus its distinct tile-columns times tile_n, summed
-    over the runs; ties go to the narrower band. On one wave every tile is resident at once, so the order only places
-    tiles, yet CTAs launched next to each other that share an operand's tile make the L2 serve fewer sectors: on
-    512x4096x4096 (128x128, H200, Nsight Compute) rows of tiles read 7.9M, bands of 2 6.7M, of 4 6.0M (nvjet, in 2-CTA
-    clusters, 4.2M). Against rows, on twelve one-wave shapes fresh to the question (H200, same rounds, best NVIDIA;
-    128x64, 128x128, 128x256 tiles, K = 128-12288), bands of 2 read faster on 12 of 12 back to back (0.3-5.7%), 12 of 12
-    separated and 11 of 12 in server mode (to 11%, one 0.1% slower); where both ran, 4 against 2 read -0.1% to +0.7% on
-    the 128x128 and 128x256 tiles and 0.9-2% behind on 128x64 (back to back), as the count says; 8 rows of 128x64 on an
-    8-column grid read 26% below rows back to back (docs/benchmarks/data/raw_gpc_band_h200_2026-11-27_7d6dff4.json).
-
-    Any band up to one covering all tile-rows (`_orders`; a band of all of M walks the grid column by column), and
-    first the fewest passes over B (`_b_passes`: beyond a wave, where B outgrows the L2). On eleven short grids fresh
-    to the question (2-7 tile-rows of wide N, 16-60 MiB of B; H200, same rounds), the pick read faster than the old
-    order (rows where the grid had fewer than four tile-rows, else two bands' worth) for the 15 of 17 priors whose
-    band changes, in every mode, by 0.3-36% back to back (geomean 10.4%; ping-pong 128x128 on 2-3 tile-rows 24% and
-    36%), and missed the fastest band by 1.1% and 0.5% on the other two; on 6 of the 10 grids whose order changed it
-    read ahead of the policy's first proposal (CUTLASS) in every mode, in server mode by 3.9-7.5%
-    (docs/benchmarks/data/raw_short_grid_bands_h200_2026-11-27_852a1b4.json). On seven one-wave grids of 4-7
-    tile-rows, the nine priors it puts in bands of 4 or 8 (all of M) read ahead of bands of 2 by -0.15% to +11% back to
-    back (geomean 1.4%; server 2.0%) and of rows by 0.4-31% (576x2816x14144's 128x128: 0.833 of best NVIDIA against
-    0.751 and 0.637; raw_band_rows_9_31_h200_2026-11-27_e0e89b9.json)."""
-    return min(_orders(rows), key=lambda g: (_b_passes(rows, cols, g, b_bytes, sms),
-                                             _run_panels(rows, cols, g, tile_m, tile_n), g))
-
-
-def _b_passes(rows: int, cols: int, group: int, b_bytes: int, sms: int) -> int:
-    """How many times a grid in bands of `group` tile-rows reads B from DRAM: once a band where the grid takes more
-    than a wave (a band's columns come round again a wave or more later) and B outgrows the L2 (`pricing.outgrows_l2`),
-    else once. With the L2's size as the bound, the short grids' probes agree: B of 60 MiB on 4 tile-rows of 128x64,
-    the band of all 4 read 7.1% faster than bands of 2 back to back; of 32-39 MiB on 5-6 tile-rows, one band of all of
-    M read 1.9-12% slower than the panel count's bands of 2, and of 36 MiB on 4 tile-rows 1.1% faster
-    (docs/benchmarks/data/raw_short_grid_bands_h200_2026-11-27_852a1b4.json,
-    short_grid_bands_first_batch_ab_h200_2026-11-27_8b04754.json)."""
-    return ceil_div(rows, group) if rows * cols > sms and pricing.outgrows_l2(b_bytes) else 1
-
-
-def _tile_order(rows: int, cols: int, group: int) -> list[tuple[int, int]]:
-    """(tile-row, tile-column) of each work unit in the kernel's order, bands of `group` tile-rows walked column by
-    column: the template's `tile_coords`, spelt in Python."""
-    coords = []
-    for t in range(rows * cols):
-        first = t // (group * cols) * group
-        height = min(group, rows - first)
-        r = t - first * cols
-        coords.append((first + r % height, r // height))
-    return coords
-
-
-@functools.lru_cache(maxsize=4096)
-def _run_panels(rows: int, cols: int, group: int, tile_m: int, tile_n: int) -> int:
-    """The operand panel bytes (in tile sides) that each run of GPC_CTAS consecutive work units touches, summed over
-    the runs, for the kernel's tile order (`_tile_order`) in bands of `group` tile-rows. Cached: `estimate_us` asks for
-    the same grid's count for every candidate of a shape (a walk of up to two waves' tiles each time)."""
-    coords = _tile_order(rows, cols, group)
-    runs = (coords[i:i + GPC_CTAS] for i in range(0, len(coords), GPC_CTAS))
-    return sum(len({a for a, _ in run}) * tile_m + len({b for _, b in run}) * tile_n for run in runs)
-
-
-def _one_wave_band(rows: int, tile_m: int, tile_n: int, tiles: int) -> int:
-    """The tile order of a grid that runs in one wave, where every tile is resident at once and the order only decides
-    which CTAs are launched next to each other: in bands (neighbours down M, sharing B's tile) where B's tile is the
-    wider, else along N (sharing A's). Power-steady on an H200 (two sweeps): 1024x4096x8192 with 128x256 tiles,
-    bands of 2 or 4 tile-rows 0.998-0.999 of cuBLASLt against 0.967 for rows (their loads alone: 30 against 43 mJ a
-    call), 1.011 against 0.984 with the B/C evict_first hint; 4096x1024x12288, bands of 16 0.999 against 0.995 for
-    128x256, and rows 0.985 against 0.972-0.979 for bands of 4-8 of 256x128. On fewer than four tile-rows a band of
-    all of M: 256x16384x16384 read 0.985 against 0.804 in rows
-    (raw_short_grid_square_bands_h200_2026-11-27_aeeb89e.json); on 4-8 the bands measured, two bands' worth."""
-    if tile_n <= tile_m:
-        return 1
-    return _widest_band(rows, _square_band(tile_m, tile_n, tiles), _orders(rows) if rows < 4 else _bands(rows))
-
-
 def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
     """The hand-written kernel's tiles that matched cuBLASLt's cycles (128x256, then 256x128) with the TMA epilogue and
-    the deepest ring; beyond one wave, bands that keep a wave's footprint square (`_square_band`), and on one wave
-    the order `_one_wave_band` measured at the power limit, `_gpc_band`'s below it. 256x192 where 192 divides N, as
+    the deepest ring; beyond one wave, bands that keep a wave's footprint square (`square_band`), and on one wave
+    the order `one_wave_band` measured at the power limit, `gpc_band`'s below it. 256x192 where 192 divides N, as
     for CUTLASS, and first where 128x256 would take more than four waves. No 2-CTA cluster: it has not been timed
     beyond one wave since its barrier fix (docs/benchmarks/data/sweeps/cluster_arrive_2026-11-23_3767b20.txt), and on
     one wave it measured 0.987-0.994 in bands.
@@ -870,10 +737,10 @@ def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str
             continue  # a side of 65-127 beside a 256-row tile
         rows, tiles = ceil_div(m, tm), ceil_div(m, tm) * ceil_div(n, tn)
         if tiles > sms:
-            group = _widest_band(rows, _square_band(tm, tn, sms))
-        else:  # `_one_wave_band` measured only where the power limit holds the clock
-            group = (_one_wave_band(rows, tm, tn, tiles) if flop(shape) >= POWER_LIMIT_FLOP
-                     else _gpc_band(rows, ceil_div(n, tn), tm, tn) if tm == 128 else 1)
+            group = widest_band(rows, square_band(tm, tn, sms))
+        else:  # `one_wave_band` measured only where the power limit holds the clock
+            group = (one_wave_band(rows, tm, tn, tiles) if flop(shape) >= POWER_LIMIT_FLOP
+                     else gpc_band(rows, ceil_div(n, tn), tm, tn) if tm == 128 else 1)
         p = {"tile_m": tm, "tile_n": tn, "stages": 4, "group": group, "acc": "fp32", "epi": "tma"}
         if tiles <= sms and n >= 2 * m:  # B's bytes (N*K) at least twice A's (M*K)
             p["l2_evict_first"] = "bc"
@@ -881,7 +748,7 @@ def _listed_priors(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str
     out[:0] = _half_wave_filler(shape, sms)
     if n % 192 == 0 and m >= 256:
         wide = {"tile_m": 256, "tile_n": 192, "stages": 3, "acc": "fp32", "epi": "tma",
-                "group": _widest_band(ceil_div(m, 256), _square_band(256, 192, sms))}
+                "group": widest_band(ceil_div(m, 256), square_band(256, 192, sms))}
         # Many waves: 256x192 first. It led 128x256 on 4096x12288x16384 (11.6 waves of 128x256) in four campaigns
         # by 1.0-3.2% and on 16384x12288x8192 by 1.6%; listed third, a campaign never measured it there (one prior
         # is reserved a step). At 2.9 waves (1024x12288x8192) the two were within 1.3% either way.
@@ -991,14 +858,14 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     elif power_limited_waves:
         band_gain = {1: 1.0, 2: 0.98, 4: 0.96, 8: 0.95, 16: 0.95}[p["group"]]
     elif tiles <= sms and 2.0 * m * n * k >= POWER_LIMIT_FLOP and p["group"] > 1:
-        # one wave: neighbours sharing the wider operand tile cost less energy (_one_wave_band)
+        # one wave: neighbours sharing the wider operand tile cost less energy (one_wave_band)
         band_gain = 0.97 if tn > tm else 1.01
     elif (p.get("cluster_m", 1) == 1 and _gpc_banded(tm, tn, shape, sms)
           and (not pingpong or tiles <= GPC_BAND_WAVES * sms or rows < SHORT_GRID_ROWS)):
         # below the power limit: the fewer operand panels runs of neighbouring CTAs touch, the fewer sectors the L2
-        # serves (_gpc_band); the time as that count's ratio to rows' to the GPC_PANEL_EXP. Not ping-pong beyond two
+        # serves (gpc_band); the time as that count's ratio to rows' to the GPC_PANEL_EXP. Not ping-pong beyond two
         # waves but on short grids, where rows and square bands measured -3% to +4% either way (_pingpong_prior)
-        band_gain = (_run_panels(rows, cols, p["group"], tm, tn) / _run_panels(rows, cols, 1, tm, tn)) ** GPC_PANEL_EXP
+        band_gain = (run_panels(rows, cols, p["group"], tm, tn) / run_panels(rows, cols, 1, tm, tn)) ** GPC_PANEL_EXP
     else:
         band_gain = 1.0
     band_gain *= pricing.even_grid_gain(p, shape)
