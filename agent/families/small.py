@@ -35,10 +35,10 @@ def validate(params: dict[str, Any]) -> dict[str, Any]:
 
 def smem_bytes(p: dict[str, Any]) -> int:
     pipe = p["stages"] * (p["bm"] * (p["bk"] + 8) + p["bk"] * (p["bn"] + 8)) * 2
-    if pushes(p):  # and the barrier that counts the partial rows pushed by the cluster's CTAs
-        return max(pipe, p["bm"] * (p["bn"] + 8) * 4) + 8
     if p.get("epi", "direct") == "smem" or p.get("cluster_k", 1) > 1:
-        return max(pipe, p["bm"] * (p["bn"] + 8) * 4)  # the fp32 tile reuses the pipeline buffers
+        tile = max(pipe, p["bm"] * (p["bn"] + 8) * 4)  # the fp32 tile reuses the pipeline buffers
+        # a pushing split also holds the barrier that counts the partial rows its cluster's CTAs push
+        return tile + (8 if pushes(p) else 0)
     return pipe
 
 
