@@ -63,6 +63,13 @@ def release_twin(src: str) -> str:
     return twin
 
 
+def render_in(tree: str, found: list, *flags: str) -> list[str]:
+    """Each (shape, family, params) of `found` rendered by the agent/ under `tree` (OLD_RENDER: every split pushes
+    unless the flag 'as-is' is given)."""
+    return json.loads(subprocess.run([sys.executable, '-c', OLD_RENDER, tree, *flags], check=True, text=True,
+                                     input=json.dumps([[f, p] for _, f, p in found]), capture_output=True).stdout)
+
+
 def publish_relaxed_twin(src: str) -> str:
     for old, new in (('cluster_sync();  // every partial tile', 'cluster_hold();  // every partial tile'),
                      ('cluster.sync();  // all partial tiles', 'asm volatile("' + RELAXED + '" ::: "memory");  // all')):
@@ -91,30 +98,20 @@ def players():
                  for p in [q for q in get(fam).priors(shape, 'fp32') if q.get('cluster_k', 1) > 1][:1]]
         found = [f for f in found if f[0][0] != 48 or f[1] == 'small']
         found = [f for f in found if f[0][0] != 40 or f[1] == 'hopper_raw']
-
-        def render_in(tree):
-            return json.loads(subprocess.run([sys.executable, '-c', OLD_RENDER, tree], check=True, text=True,
-                                             input=json.dumps([[f, p] for _, f, p in found]),
-                                             capture_output=True).stdout)
-        for (shape, fam, p), old, v2 in zip(found, render_in(os.environ['OLD_TREE']), render_in(os.environ['V2_TREE'])):
+        olds, v2s = render_in(os.environ['OLD_TREE'], found), render_in(os.environ['V2_TREE'], found)
+        for (shape, fam, p), old, v2 in zip(found, olds, v2s):
             yield shape, fam, p, get(fam).render(p), {'old': old, 'v2': v2}
         return
     if EXP == 'same_pushes':
         found = [(shape, fam, p) for shape in SHAPES for fam in ('small', 'hopper_raw')
                  for p in [q for q in get(fam).priors(shape, 'fp32') if get(fam).pushes(q)][:1]]
-        olds = json.loads(subprocess.run([sys.executable, '-c', OLD_RENDER, os.environ['OLD_TREE'], 'as-is'],
-                                         check=True, input=json.dumps([[f, p] for _, f, p in found]),
-                                         capture_output=True, text=True).stdout)
-        for (shape, fam, p), old in zip(found, olds):
+        for (shape, fam, p), old in zip(found, render_in(os.environ['OLD_TREE'], found, 'as-is')):
             yield shape, fam, p, get(fam).render(p), {'old': old}
         return
     if EXP == 'publish_push':
         found = [(shape, fam, p) for shape in SHAPES for fam in ('small', 'hopper_raw')
                  for p in [q for q in get(fam).priors(shape, 'fp32') if q.get('cluster_k', 1) > 1][:1]]
-        olds = json.loads(subprocess.run([sys.executable, '-c', OLD_RENDER, os.environ['OLD_TREE']], check=True,
-                                         input=json.dumps([[f, p] for _, f, p in found]), capture_output=True,
-                                         text=True).stdout)
-        for (shape, fam, p), old in zip(found, olds):
+        for (shape, fam, p), old in zip(found, render_in(os.environ['OLD_TREE'], found)):
             yield shape, fam, p, get(fam).render(p), {'old': old, 'bound': publish_relaxed_twin(old)}
         return
     for shape in SHAPES:
