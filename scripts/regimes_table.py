@@ -17,6 +17,7 @@ import json
 import math
 import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
@@ -214,6 +215,12 @@ def code_commits(record: dict, given: str) -> str:
     return ", ".join(([given] if given and (early or not known) else []) + known) or "(not recorded by the run)"
 
 
+def record_day(record: dict) -> str:
+    """The UTC day of a run record's last update (the finals are a campaign's last step), '' where it has none."""
+    when = record.get("updated") or record.get("created")
+    return time.strftime("%Y-%m-%d", time.gmtime(when)) if when else ""
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--run", type=Path, help="a campaign's run folder (else the figures come from --data)")
@@ -222,7 +229,7 @@ def main() -> int:
     ap.add_argument("--previous", type=Path, help="an older benchmark table to compare the offline figures with")
     ap.add_argument("--previous-what", default="", help="one line on what the older table measured")
     ap.add_argument("--command", default="", help="the campaign's command line, for the header")
-    ap.add_argument("--date", default="")
+    ap.add_argument("--date", default="", help="when the finals ran (default: the day of the run record's last update)")
     ap.add_argument("--commit", default="", help="the code the run measured with where its campaign.json does not "
                     "record it (runs, or their earlier starts, before 2026-11-28); put before the recorded ones")
     a = ap.parse_args()
@@ -233,8 +240,9 @@ def main() -> int:
         data = figures(a.run)
         from agent.campaign.db import run_record
 
-        data["commit"] = code_commits(run_record(a.run), a.commit)
-        data.update(date=a.date, command=a.command, data_file=str(a.data))
+        record = run_record(a.run)
+        data["commit"] = code_commits(record, a.commit)
+        data.update(date=a.date or record_day(record), command=a.command, data_file=str(a.data))
         if a.previous:
             data["previous"] = {"what": a.previous_what, "offline": previous_offline(a.previous)}
         a.data.parent.mkdir(parents=True, exist_ok=True)

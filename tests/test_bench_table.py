@@ -618,6 +618,9 @@ def test_the_regimes_table_takes_each_regimes_median_final(tmp_path):
     assert table.code_commits({"commits": ["a1", "b2"]}, "x9") == "a1, b2"
     assert table.code_commits({"commits": ["unrecorded", "b2"]}, "x9 to y8") == "x9 to y8, b2"
     assert table.code_commits({}, "x9") == "x9" and table.code_commits({}, "") == "(not recorded by the run)"
+    # without --date the header names the day the run record was last updated (UTC)
+    assert table.record_day({"created": 1795900000.0, "updated": 1795929452.7}) == "2026-11-29"
+    assert table.record_day({}) == ""
 
 
 def test_the_regimes_table_says_how_much_more_our_kernels_pay_going_cold():
