@@ -194,6 +194,12 @@ def test_hopper_raw_cluster_k_keeps_earlier_identities_and_is_left_to_sweeps():
     assert "cluster_k" not in hopper_raw.SEARCH_DOMAIN
 
 
+def _function(src: str, name: str) -> str:
+    """The definition of the device function `name` in a rendered source, up to its closing brace."""
+    start = src.index(f" {name}(")
+    return src[start:src.index("\n}\n", start)]
+
+
 def test_kernels_end_without_waiting_for_their_stores_of_c():
     """A CTA that sums K-slices over its cluster with a large tile publishes its partial tile with a release barrier,
     but leaves on a relaxed one: a release arrive there compiled to MEMBAR.ALL.GPU, which waited for its stores of C
@@ -202,11 +208,12 @@ def test_kernels_end_without_waiting_for_their_stores_of_c():
     raw = hopper_raw.render(dict(RAW_OK, tile_n=128, stages=6, epi="direct", cluster_k=4))
     publish, leave = raw.index("cluster_sync();  // every partial tile"), raw.index("cluster_hold();  // no CTA")
     assert publish < leave and raw.count("cluster_hold();") == 1 and "st.async" not in raw
-    assert "arrive.release.aligned" in raw[raw.index("void cluster_sync()"):raw.index("void cluster_hold()")]
-    assert "arrive.relaxed.aligned" in raw[raw.index("void cluster_hold()"):publish]
+    assert "arrive.release.aligned" in _function(raw, "cluster_sync")
+    assert "arrive.relaxed.aligned" in _function(raw, "cluster_hold")
     sm = small.render(dict(SMALL_CLUSTER, bn=128))
     publish = sm.index("cluster.sync();  // all partial tiles")
-    assert "barrier.cluster.arrive.relaxed.aligned" in sm[publish:] and sm.count("cluster.sync()") == 1
+    assert "cluster_hold();  // no CTA" in sm[publish:] and sm.count("cluster.sync()") == 1
+    assert "arrive.relaxed.aligned" in _function(sm, "cluster_hold")
     tma = hopper_raw.render(dict(RAW_OK, tile_n=64, stages=2, epi="tma"))
     assert "cp.async.bulk.wait_group.read 0;" in tma and "cp.async.bulk.wait_group 0;" not in tma
 
@@ -232,9 +239,9 @@ def test_small_tiles_push_their_partial_rows_without_a_release():
     sm = small.render(SMALL_CLUSTER)
     assert "st.async.shared::cluster" in sm and "mbarrier.try_wait.parity.acquire.cluster" in sm
     body = sm[sm.index("__global__"):]
-    free, push = body.index("barrier.cluster.arrive.relaxed"), body.index("push2(")
-    assert free < push < body.index("bar_wait_cluster(recv, 0)")
-    assert sm.count("barrier.cluster.arrive") == 1 and "cluster.sync()" not in sm and "cooperative_groups" not in sm
+    free, push = body.index("cluster_hold();"), body.index("push2(")
+    assert free < push < body.index("bar_wait_cluster(recv, 0)") and body.count("cluster_hold();") == 1
+    assert "barrier.cluster.arrive" not in body and "cluster.sync()" not in sm and "cooperative_groups" not in sm
 
 
 def test_hopper_raw_pingpong_keeps_earlier_identities_and_gives_each_warpgroup_whole_tiles():
