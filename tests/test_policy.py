@@ -694,8 +694,8 @@ def test_output_bound_small_k_starts_with_the_measured_tiles(shape, tile):
     assert get("ampere_cute").feasible(first, shape, "sm_90a") == (True, "")
     batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 3)
     assert canonical(first) in {canonical(c.params) for c in batch if c.family == "ampere_cute"}
-    tiny = priors.priors("ampere_cute", (512, 512, 64), "fp32", "sm_90a")  # 2^18 outputs: launch-bound, unchanged
-    assert (tiny[1]["bm"], tiny[1]["bn"]) == (32, 32)
+    tiny = priors.priors("ampere_cute", (512, 512, 64), "fp32", "sm_90a")  # 2^18 outputs: launch-bound, 32x32 first
+    assert (tiny[0]["bm"], tiny[0]["bn"]) == (32, 32) and all(p["bm"] != 128 for p in tiny)
 
 
 def test_every_proposal_uses_pdl_on_sm90_and_none_on_sm80():
@@ -1421,6 +1421,20 @@ def test_ampere_cute_starts_where_its_k_step_divides_k_and_stands_aside_where_no
                                                       "sm_90a")[0]
     assert ampere_cute.priors((512, 512, 1000), "fp32") == []
     assert priors.family_shares((512, 512, 1000), "sm_80").get("ampere_cute", 0) == 0
+
+
+def test_ampere_cute_starts_from_32x32_tiles_where_they_make_about_a_wave():
+    """From 2^17 outputs below 2^31 FLOP the 32x32 four-warp tile (one CTA per 1,024 outputs) is the family's first
+    prior, so a first batch holds it (on 1024x256x512 the paper's 128x32 prior went first and the search never
+    reached 32x32); below, the paper's prior keeps its place."""
+    for shape in ((1024, 256, 512), (512, 256, 1024), (2048, 64, 64)):
+        first = ampere_cute.priors(shape, "fp32")[0]
+        assert (first["bm"], first["bn"], first["split_k"]) == (32, 32, 1)
+        batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], n=4, mode="offline")
+        assert any(c.family == "ampere_cute" and (c.params["bm"], c.params["bn"]) == (32, 32) for c in batch)
+    below = ampere_cute.priors((512, 128, 512), "fp32")[0]  # 2^16 outputs: the paper's 64x32 stays first
+    assert below == ampere_cute.prior((512, 128, 512), "fp32") and below["bm"] == 64
+    assert ampere_cute.priors((1024, 1024, 512), "fp32")[0]["bm"] != 32  # output-bound: its own tiles go first
 
 
 def test_listed_priors_off_the_grid_are_feasible():
