@@ -179,23 +179,23 @@ def prior(shape: tuple[int, int, int], acc: str, sms: int = 132) -> dict[str, An
             "reg_pipeline": True, "epilogue": "smem", "split_k": split, "acc": acc}
 
 
-# Outputs from which the 32x32 four-warp tile (one CTA per 1,024 outputs: about a wave of them from here) goes ahead
-# of the paper's prior, below 2^31 FLOP. On five launch-bound shapes at the top of that class (1024x256x512,
-# 256x1024x512, 512x512x512, 2048x128x512, 512x256x1024; H200, same rounds) it led the mma.sync families' first priors
-# in every mode, 1.05-1.11 of best NVIDIA separated and 0.91-0.95 in server mode, where the paper's prior (64 CTAs of
-# 128x32, 32x128 or 64x64, or 128 of a 2-way split) read 0.73-0.98 and 0.70-0.88; only the wgmma family's 64x32 tile
-# on 512x256x1024 read more (1.138 separated), a family with no share there
+# Outputs from which the 32x32 four-warp tile (one CTA per 1,024 outputs: about a wave of them from here) goes ahead of
+# the paper's prior, below 2^31 FLOP and the output-bound tiles' 2^19 outputs. On five launch-bound shapes at the top of
+# that class (1024x256x512, 256x1024x512, 512x512x512, 2048x128x512, 512x256x1024; H200, same rounds) it led the
+# mma.sync families' first priors in every mode, 1.05-1.11 of best NVIDIA separated and 0.91-0.95 in server mode, where
+# the paper's prior (64 CTAs of 128x32, 32x128 or 64x64, or 128 of a 2-way split) read 0.73-0.98 and 0.70-0.88; only the
+# wgmma family's 64x32 tile on 512x256x1024 read more (1.138 separated), a family with no share there
 # (docs/benchmarks/data/launch_bound_top_h200_2026-11-29_fa1c0db.json). A campaign on 1024x256x512, whose first batch
 # held the prior, never reached it (its winner 0.874 in server mode, 32x32 0.930). 59 of 1,000 grid first batches
-# change; on the eight of them timed old batch beside new (K = 64-1024), the new batch's best read the same or
-# better in every mode, by up to 5% (data/launch_bound_32x32_first_batch_ab_h200_2026-11-29_b982588.json)
+# change; on the eight of them timed old batch beside new (K = 64-1024), the new batch's best read the same or better in
+# every mode, by up to 5% (data/launch_bound_32x32_first_batch_ab_h200_2026-11-29_b982588.json)
 LAUNCH_WAVE_OUTPUTS = 2 ** 17
 
 
 def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: str = "offline") -> list[dict[str, Any]]:
     """The paper's prior plus, for launch-bound shapes, the 32x32 / 64x64 four-warp tiles without split-K that beat
     cuBLASLt-AutoTuning under the evaluator (1.06-1.15x on 64x64x128 ... 512x512x64); from LAUNCH_WAVE_OUTPUTS
-    outputs the 32x32 tile ahead of the paper's prior."""
+    outputs (up to the output-bound tiles' 2^19) the 32x32 tile ahead of the paper's prior."""
     m, n, k = shape
     if k % 32 or m < 32 or n < 32:
         # every tile's K step is 32 or 64 and the kernel has no K remainder, and its edge tiles are shifted, not
@@ -212,10 +212,10 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
                 out.append({"bm": bm, "bn": bn, "bk": bk, "wm": wm, "wn": wn, "stages": 3, "prefetch": 2,
                             "sw_b": 3 if bk == 64 else 2, "sw_m": 3, "sw_s": 3, "block_swizzle": 1,
                             "reg_pipeline": True, "epilogue": "smem", "split_k": 1, "acc": acc})
-        if m * n >= LAUNCH_WAVE_OUTPUTS and out[1]["bm"] == 32 == out[1]["bn"]:
-            out.insert(0, out.pop(1))
     if pricing.flop(shape) < 2 ** 31 and m * n >= 2 ** 19:
         out = _output_bound(shape, acc, mode) + out
+    elif pricing.flop(shape) < 2 ** 31 and m * n >= LAUNCH_WAVE_OUTPUTS and out[1]["bm"] == 32 == out[1]["bn"]:
+        out.insert(0, out.pop(1))
     return out
 
 
