@@ -212,10 +212,10 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
                 out.append({"bm": bm, "bn": bn, "bk": bk, "wm": wm, "wn": wn, "stages": 3, "prefetch": 2,
                             "sw_b": 3 if bk == 64 else 2, "sw_m": 3, "sw_s": 3, "block_swizzle": 1,
                             "reg_pipeline": True, "epilogue": "smem", "split_k": 1, "acc": acc})
-    if pricing.flop(shape) < 2 ** 31 and m * n >= 2 ** 19:
-        out = _output_bound(shape, acc, mode) + out
-    elif pricing.flop(shape) < 2 ** 31 and m * n >= LAUNCH_WAVE_OUTPUTS and out[1]["bm"] == 32 == out[1]["bn"]:
-        out.insert(0, out.pop(1))
+        if m * n >= 2 ** 19:
+            out = _output_bound(shape, acc, mode) + out
+        elif m * n >= LAUNCH_WAVE_OUTPUTS:
+            out.insert(0, out.pop(1))  # the 32x32 tile, appended first above (both sides are at least 32)
     return out
 
 
