@@ -1077,7 +1077,8 @@ def test_wgmma_wave_split_leads_where_the_cap_left_no_split(shape, first, wave):
 
 
 @pytest.mark.parametrize("shape,first", [
-    ((2048, 1024, 1024), (128, 4, 6, "full")),  # one wave: `grid_order.gpc_band`'s band, not rows though tall with a small B
+    # one wave: `grid_order.gpc_band`'s band, not rows though tall with a small B
+    ((2048, 1024, 1024), (128, 4, 6, "full")),
     ((2048, 2048, 1024), (128, 4, 6, "full")),  # two waves: `grid_order.gpc_band`'s, not the square band of 8
     ((4096, 2048, 1024), (128, 1, 6, "full")),  # 3.9 waves, taller than wide, 4 MB of B: rows
     ((2048, 4096, 1024), (128, 16, 6, "full")),  # 3.9 waves, wider than tall: the square band, all 16 tile-rows
@@ -1517,9 +1518,9 @@ def test_gpc_band_counts_the_operand_panels_of_each_run_of_consecutive_work_unit
 
 
 def test_the_cost_model_prices_a_one_wave_grid_by_the_operand_panels_its_neighbours_touch():
-    """Below the power limit a hopper_raw grid of up to two waves is priced by `grid_order.run_panels` against rows': the band
-    `grid_order.gpc_band` picks ahead of rows, 8 tile-rows of 128x64 on an 8-column grid (1.5 times rows' panels) behind them, as
-    measured (docs/benchmarks/data/raw_gpc_band_h200_2026-11-27_7d6dff4.json)."""
+    """Below the power limit a hopper_raw grid of up to two waves is priced by `grid_order.run_panels` against rows':
+    the band `grid_order.gpc_band` picks ahead of rows, 8 tile-rows of 128x64 on an 8-column grid (1.5 times rows'
+    panels) behind them, as measured (docs/benchmarks/data/raw_gpc_band_h200_2026-11-27_7d6dff4.json)."""
     from agent.families import hopper_raw
 
     def us(shape, **knobs):
