@@ -11,6 +11,11 @@ if compgen -G "${WHEELS:-.whl}/*.whl" >/dev/null; then
     echo "$stamp" > /tmp/site/.cudal2-wheels
   fi
   export PYTHONPATH=/tmp/site:$PWD
+elif [ -f /tmp/site/.cudal2-wheels ]; then
+  # a warm machine keeps what an earlier call installed: a later call need not carry the wheels again (with them and
+  # the embedding model the tree would pass the 64 MiB a call carries)
+  echo "device_env: no wheels in ${WHEELS:-.whl}/; using those an earlier call installed in /tmp/site" >&2
+  export PYTHONPATH=/tmp/site:$PWD
 else
   echo "device_env: no wheels in ${WHEELS:-.whl}/, so the installed packages are used" >&2
   export PYTHONPATH=$PWD

@@ -4,6 +4,9 @@
 # loop's GPU test (tests/test_llm_loop_gpu.py: a campaign against a local scripted OpenAI-protocol model, NCU on,
 # retrieval on). Logs, the run's transcript, archive and HTML report go to $OUT (or ./device-out). Run it in one
 # device call of 600 s (the install, the build and the test fit in it: BUILD_TIMEOUT and TEST_TIMEOUT bound them).
+# Where the tree, the wheels and the model pass the 64 MiB a call carries, carry the wheels (model left out) in one
+# call that sources scripts/device_env.sh, then, on the still-warm machine, this with WHEELS naming a folder that
+# holds the model only: device_env.sh then uses the wheels the first call installed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device-out}; mkdir -p "$OUT"; export OUT
