@@ -437,7 +437,7 @@ def test_skinny_long_k_starts_with_a_batched_split(shape, tile, slices):
 @pytest.mark.parametrize("shape,cls", [
     ((64, 4096, 1024), "skinny_streamed"), ((256, 1024, 1024), "skinny_long_k"), ((1024, 1024, 1024), "skinny_long_k"),
     ((64, 128, 1024), "launch_bound"),  # 384 KB of operands: the one-launch kernels' (1.25 of best NVIDIA)
-    ((64, 4096, 512), "launch_bound"),  # K too short for the operands to outweigh the launch
+    ((64, 4096, 512), "launch_wave"),  # K too short for the operands to outweigh the launch (2^18 outputs: its top)
 ])
 def test_operands_that_take_longer_to_read_than_to_launch_go_to_tma(shape, cls):
     """K=1024 with megabytes of operands: a wgmma prior was the fastest first prior on seven such shapes outside both
@@ -1422,6 +1422,18 @@ def test_ampere_cute_starts_where_its_k_step_divides_k_and_stands_aside_where_no
                                                       "sm_90a")[0]
     assert ampere_cute.priors((512, 512, 1000), "fp32") == []
     assert priors.family_shares((512, 512, 1000), "sm_80").get("ampere_cute", 0) == 0
+
+
+def test_the_launch_bound_top_gives_small_no_share():
+    """From 2^17 outputs (launch_wave) small's slots go to ampere_cute; below, the two split the class evenly."""
+    for shape in ((1024, 256, 512), (2048, 64, 64), (512, 256, 1024)):
+        assert priors.size_class(shape, "sm_90a") == "launch_wave"
+        shares = priors.family_shares(shape, "sm_90a")
+        assert shares["small"] == 0 and shares["ampere_cute"] > 0
+        batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], n=4, mode="offline")
+        assert {c.family for c in batch} == {"ampere_cute"}
+    below = priors.family_shares((512, 128, 512), "sm_90a")
+    assert priors.size_class((512, 128, 512), "sm_90a") == "launch_bound" and below["small"] == below["ampere_cute"]
 
 
 def test_ampere_cute_starts_from_32x32_tiles_where_they_make_about_a_wave():

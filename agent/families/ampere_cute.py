@@ -129,8 +129,8 @@ SHORT = "ac"
 # fourth unseen draw's campaign) the best mma.sync kernel read 0.23-0.64 of the best TMA family's, while a token share
 # of each took two of a campaign's first four candidates. At K = 1024-2047 they keep it (ampere_cute won
 # 256x1024x1024, 0.93 against 0.73), and where N or K is off TMA's rows they are what runs.
-SHARES = {"skinny_streamed": 0.0, "skinny_tma": 0.0, "skinny_long_k": 0.2, "output_bound": 0.3, "launch_bound": 0.5,
-          "mid_low": 0.0, "mid_high": 0.0, "large": 0.0}
+SHARES = {"skinny_streamed": 0.0, "skinny_tma": 0.0, "skinny_long_k": 0.2, "output_bound": 0.3, "launch_wave": 0.5,
+          "launch_bound": 0.5, "mid_low": 0.0, "mid_high": 0.0, "large": 0.0}
 
 
 def runs_on(arch: str) -> bool:
@@ -189,7 +189,7 @@ def prior(shape: tuple[int, int, int], acc: str, sms: int = 132) -> dict[str, An
 # held the prior, never reached it (its winner 0.874 in server mode, 32x32 0.930). 59 of 1,000 grid first batches
 # change; on the eight of them timed old batch beside new (K = 64-1024), the new batch's best read the same or better in
 # every mode, by up to 5% (data/launch_bound_32x32_first_batch_ab_h200_2026-11-29_b982588.json)
-LAUNCH_WAVE_OUTPUTS = 2 ** 17
+LAUNCH_WAVE_OUTPUTS = pricing.LAUNCH_WAVE_OUTPUTS
 
 
 def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: str = "offline") -> list[dict[str, Any]]:

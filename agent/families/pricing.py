@@ -14,6 +14,9 @@ from .common import arch_limits, ceil_div, in_16_byte_rows, kernel_shape
 
 SMALL_FLOP = 2 ** 33  # below: the launch and the k-loop latency dominate
 LARGE_FLOP = 2 ** 35  # above: wgmma tensor-core throughput dominates
+# Outputs from which a launch-bound shape's 32x32 tiles (one CTA per 1,024 outputs) make about a wave: the top of
+# that class (ampere_cute's first prior, priors.size_class's launch_wave)
+LAUNCH_WAVE_OUTPUTS = 2 ** 17
 MMA_SYNC_PEAK = 600e12  # dense fp16 mma.sync, whole chip, flop/s (measured kernels reach ~60-65% of wgmma peak)
 WGMMA_PEAK = 800e12
 DRAM_BW = 3.3e12

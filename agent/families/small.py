@@ -150,8 +150,12 @@ SHORT = "sm"
 # read 0.31-0.74 of the fastest player (median 0.51-0.59 by mode) and never led, and it won none of the 193 output-bound
 # winner rows of the committed campaign tables, where ampere_cute won 149; its slot of a first batch went to a kernel
 # at half speed (256x12288x256: 0.36 of best NVIDIA beside wgmma's 1.11, H200).
-SHARES = {"skinny_streamed": 0.0, "skinny_tma": 0.0, "skinny_long_k": 0.2, "output_bound": 0.0, "launch_bound": 0.5,
-          "mid_low": 0.0, "mid_high": 0.0, "large": 0.0}
+# The launch-bound class's top (launch_wave, 2^17-2^19 outputs): none either. It won none of the 85 winner rows of the
+# committed tables there (ampere_cute all), and its first priors read 13-45% below ampere_cute's best (separated) on all
+# eleven such shapes probed (docs/benchmarks/data/launch_bound_top_h200_2026-11-29_fa1c0db.json,
+# launch_bound_32x32_first_batch_ab_h200_2026-11-29_b982588.json).
+SHARES = {"skinny_streamed": 0.0, "skinny_tma": 0.0, "skinny_long_k": 0.2, "output_bound": 0.0, "launch_wave": 0.0,
+          "launch_bound": 0.5, "mid_low": 0.0, "mid_high": 0.0, "large": 0.0}
 
 
 def runs_on(arch: str) -> bool:

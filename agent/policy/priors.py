@@ -11,10 +11,10 @@ from typing import Any
 
 from agent.families import ARCHS, COLD_MODE, cold_twin, families, get, normal_params, with_launch_knobs
 from agent.families.common import in_16_byte_rows
-from agent.families.pricing import LARGE_FLOP, SMALL_FLOP, flop, streams_a, streams_ab, streams_b
+from agent.families.pricing import LARGE_FLOP, LAUNCH_WAVE_OUTPUTS, SMALL_FLOP, flop, streams_a, streams_ab, streams_b
 
-SIZE_CLASSES = ("skinny_streamed", "skinny_tma", "skinny_long_k", "output_bound", "launch_bound", "mid_low",
-                "mid_high", "large")
+SIZE_CLASSES = ("skinny_streamed", "skinny_tma", "skinny_long_k", "output_bound", "launch_wave", "launch_bound",
+                "mid_low", "mid_high", "large")
 
 
 def size_class(shape: tuple[int, int, int], arch: str) -> str:
@@ -29,7 +29,9 @@ def size_class(shape: tuple[int, int, int], arch: str) -> str:
             return "skinny_tma"  # TMA's 16-byte rows, and K long enough that no mma.sync kernel has won
         return "skinny_long_k"  # where wgmma's batched split-K can run
     if f < 2 ** 31:
-        return "output_bound" if m * n >= 2 ** 19 else "launch_bound"
+        if m * n >= 2 ** 19:
+            return "output_bound"
+        return "launch_wave" if m * n >= LAUNCH_WAVE_OUTPUTS else "launch_bound"
     if f < SMALL_FLOP:
         return "mid_low"
     return "mid_high" if f < LARGE_FLOP else "large"
