@@ -313,9 +313,9 @@ SHORT = "hr"
 # candidates a shape held the best on 16 of the 27 (docs/benchmarks/big_shapes_and_server.md, "M <= 64"); on nine
 # N <= 64 shapes (H100) the mma.sync first proposals read 0.42-0.96 of best NVIDIA, the swapped streaming tiles
 # 0.88-1.09 back to back ("N <= 64"); on twelve outputs of 96-256 rows and columns the mma.sync ones 0.28-1.03
-# back to back ("Small outputs").
+# back to back ("Small outputs"). At the launch-bound class's top a slot of four from K = 512 (_launch_wave_prior).
 SHARES = {"large": 0.5, "output_bound": 0.25, "skinny_streamed": 0.4, "skinny_tma": 0.2, "skinny_long_k": 0.2,
-          "mid_low": 0.25, "mid_high": 0.3}
+          "mid_low": 0.25, "mid_high": 0.3, "launch_wave": 0.25}
 ARCH_FALLBACK = "ampere_cute"
 
 
@@ -356,10 +356,30 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
         return out
     if flop(shape) >= LARGE_FLOP:
         return _listed_priors(shape)
+    if pricing.size_class(shape, arch) == "launch_wave":
+        return _launch_wave_prior(shape)
     # the split after a tile that fills the SMs unsplit: at K = 4096 (256x4096, 4096x256) the listed 128x64 read 0.980
     # and 1.052 of best NVIDIA back to back where the split read 0.844 and 0.889
     # (docs/benchmarks/data/skinny_cluster_split_first_batch_ab_h200_2026-11-27_056c001.json)
     return _wave_filling_priors(shape) + _cluster_split_prior(shape)
+
+
+# The launch-bound class's top (2^17-2^19 outputs below 2^31 FLOP): from K = 512 a 64x64 tile with the deepest ring
+# runs level with ampere_cute's 32x32 and sometimes ahead, a quarter of the CTAs for TMA to feed. Separated, against
+# best NVIDIA, on six such shapes of K = 512-1024 (H200, same rounds): 1.041-1.106 where the 32x32 tile read
+# 0.945-1.105, ahead on 2048x64x512 (1.041 against 0.945) and 512x256x1024, level (1%) on two, 2-4% behind on two;
+# server mode 0.926-0.934 against 0.905-0.947. At K = 256 it read 6-11% behind on four shapes, so it starts from 512
+# (docs/benchmarks/data/launch_bound_top_h200_2026-11-29_fa1c0db.json, launch_wave_ab_h200_2026-11-29_a1132f0.json). The
+# batch's other three slots are ampere_cute's (small's share there is none).
+LAUNCH_WAVE_MIN_K = 512
+
+
+def _launch_wave_prior(shape: tuple[int, int, int]) -> list[dict[str, Any]]:
+    m, n, k = shape
+    if k < LAUNCH_WAVE_MIN_K or m <= 64:  # one tile-row of 64 (64x4096x512) was not measured
+        return []
+    p = _k_deep({"tile_m": 64, "tile_n": 64, "group": 1, "acc": "fp32"}, ceil_div(k, 64), DOMAIN["stages"])
+    return [p] if feasible(p, shape, "sm_90a")[0] else []
 
 
 # Skinny outputs with a long K (at most 2^20 elements, K from CLUSTER_SPLIT_MIN_K, M >= 128): K split over clusters

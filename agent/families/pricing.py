@@ -135,6 +135,44 @@ def flop(shape: tuple[int, int, int]) -> float:
     return 2.0 * m * n * k
 
 
+SIZE_CLASSES = ("skinny_streamed", "skinny_tma", "skinny_long_k", "output_bound", "launch_wave", "launch_bound",
+                "mid_low", "mid_high", "large")
+
+
+def size_class(shape: tuple[int, int, int], arch: str) -> str:
+    """The class whose SHARES split a fresh batch between the families (agent.policy.priors.family_shares)."""
+    m, n, k = shape
+    f = flop(shape)
+    if arch == "sm_90a" and f < LARGE_FLOP and m * n <= 2 ** 20 and (k >= 2048 or streams_operands(shape)):
+        if (streams_b(shape) or streams_a(shape) or streams_ab(shape)) and in_16_byte_rows(n):
+            # B (M <= 64), A (N <= 64) or both (M, N <= 128) streamed through the SMs by the TMA kernels (hopper_raw's
+            # 64-row tiles)
+            return "skinny_streamed"
+        if k >= 2048 and in_16_byte_rows(n, k):
+            return "skinny_tma"  # TMA's 16-byte rows, and K long enough that no mma.sync kernel has won
+        return "skinny_long_k"  # where wgmma's batched split-K can run
+    if f < 2 ** 31:
+        if m * n >= 2 ** 19:
+            return "output_bound"
+        return "launch_wave" if m * n >= LAUNCH_WAVE_OUTPUTS else "launch_bound"
+    if f < SMALL_FLOP:
+        return "mid_low"
+    return "mid_high" if f < LARGE_FLOP else "large"
+
+
+# Operands this large (K >= 1024) take longer to read than to launch for: below 2^31 FLOP they are still TMA's, not
+# the one-launch kernels'. On seven such K=1024 shapes outside both samples (64x1024 to 1024x1024 outputs, H200, back
+# to back) a wgmma prior was each one's fastest first prior, 0.57-1.03 of best NVIDIA against 0.53-0.90 for the
+# mma.sync families' (docs/benchmarks/data/mid_shapes_h200_2026-11-26_9568339.json); 64x128x1024 (384 KB, a dev
+# shape the one-launch kernels win by 1.25) stays launch-bound.
+STREAMED_OPERAND_BYTES = 2 ** 21
+
+
+def streams_operands(shape: tuple[int, int, int]) -> bool:
+    m, n, k = shape
+    return k >= 1024 and 2 * (m + n) * k >= STREAMED_OPERAND_BYTES
+
+
 def occupancy(threads: int, smem: int, regs: int, arch: str) -> int:
     lim = arch_limits(arch)
     by_smem = max(1, (228 * 1024 if lim.sm >= 90 else 164 * 1024) // max(smem, 1))

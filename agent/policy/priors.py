@@ -10,45 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from agent.families import ARCHS, COLD_MODE, cold_twin, families, get, normal_params, with_launch_knobs
-from agent.families.common import in_16_byte_rows
-from agent.families.pricing import LARGE_FLOP, LAUNCH_WAVE_OUTPUTS, SMALL_FLOP, flop, streams_a, streams_ab, streams_b
-
-SIZE_CLASSES = ("skinny_streamed", "skinny_tma", "skinny_long_k", "output_bound", "launch_wave", "launch_bound",
-                "mid_low", "mid_high", "large")
-
-
-def size_class(shape: tuple[int, int, int], arch: str) -> str:
-    m, n, k = shape
-    f = flop(shape)
-    if arch == "sm_90a" and f < LARGE_FLOP and m * n <= 2 ** 20 and (k >= 2048 or streams_operands(shape)):
-        if (streams_b(shape) or streams_a(shape) or streams_ab(shape)) and in_16_byte_rows(n):
-            # B (M <= 64), A (N <= 64) or both (M, N <= 128) streamed through the SMs by the TMA kernels (hopper_raw's
-            # 64-row tiles)
-            return "skinny_streamed"
-        if k >= 2048 and in_16_byte_rows(n, k):
-            return "skinny_tma"  # TMA's 16-byte rows, and K long enough that no mma.sync kernel has won
-        return "skinny_long_k"  # where wgmma's batched split-K can run
-    if f < 2 ** 31:
-        if m * n >= 2 ** 19:
-            return "output_bound"
-        return "launch_wave" if m * n >= LAUNCH_WAVE_OUTPUTS else "launch_bound"
-    if f < SMALL_FLOP:
-        return "mid_low"
-    return "mid_high" if f < LARGE_FLOP else "large"
-
-
-# Operands this large (K >= 1024) take longer to read than to launch for: below 2^31 FLOP they are still TMA's, not
-# the one-launch kernels'. On seven such K=1024 shapes outside both samples (64x1024 to 1024x1024 outputs, H200, back
-# to back) a wgmma prior was each one's fastest first prior, 0.57-1.03 of best NVIDIA against 0.53-0.90 for the
-# mma.sync families' (docs/benchmarks/data/mid_shapes_h200_2026-11-26_9568339.json); 64x128x1024 (384 KB, a dev
-# shape the one-launch kernels win by 1.25) stays launch-bound.
-STREAMED_OPERAND_BYTES = 2 ** 21
-
-
-def streams_operands(shape: tuple[int, int, int]) -> bool:
-    m, n, k = shape
-    return k >= 1024 and 2 * (m + n) * k >= STREAMED_OPERAND_BYTES
-
+# the size classes live beside the other problem-size boundaries, where the families' priors can test them too
+from agent.families.pricing import SIZE_CLASSES, STREAMED_OPERAND_BYTES, size_class, streams_operands  # noqa: F401
 
 def family_shares(shape: tuple[int, int, int], arch: str, acc: str = "fp32") -> dict[str, float]:
     """Share of a fresh batch per family, before any measurement: each family's share of the shape's size class;
@@ -65,7 +28,9 @@ def family_shares(shape: tuple[int, int, int], arch: str, acc: str = "fp32") -> 
     for name, mod in fams.items():
         if not mod.runs_on(arch):
             fallback = getattr(mod, "ARCH_FALLBACK", None)
-            if fallback:
+            # a fallback that lists no prior here cannot take the slots (hopper_raw's launch_wave prior on sm_80 at
+            # K = 1000, where no ampere_cute tile runs)
+            if fallback and fams[fallback].priors(shape, acc, arch):
                 shares[fallback] += shares[name]
             shares[name] = 0.0
     if not any(shares.values()):
