@@ -1425,8 +1425,8 @@ def test_ampere_cute_starts_where_its_k_step_divides_k_and_stands_aside_where_no
 
 
 def test_the_launch_bound_top_gives_small_no_share():
-    """From 2^17 outputs (launch_wave) small's slots go to ampere_cute, and from K = 512 one of four to hopper_raw's
-    64x64 tile with the deepest ring; below 2^17 outputs small and ampere_cute split the class evenly."""
+    """From 2^17 outputs (launch_wave) small's slots go to ampere_cute, and from K = 512 and M > 64 one of four to
+    hopper_raw's 64x64 tile with the deepest ring; below 2^17 outputs small and ampere_cute split the class evenly."""
     for shape, raw in (((1024, 256, 512), 1), ((2048, 64, 64), 0), ((512, 256, 1024), 1), ((64, 4096, 512), 0)):
         assert priors.size_class(shape, "sm_90a") == "launch_wave"
         shares = priors.family_shares(shape, "sm_90a")
@@ -1435,8 +1435,11 @@ def test_the_launch_bound_top_gives_small_no_share():
         assert sorted(c.family for c in batch) == ["ampere_cute"] * (4 - raw) + ["hopper_raw"] * raw
         for c in batch:
             if c.family == "hopper_raw":
-                assert (c.params["tile_m"], c.params["tile_n"]) == (64, 64)
-                assert c.params["stages"] == min(shape[2] // 64, 14)  # every k-block, as far as the ring fits
+                p = c.params
+                assert (p["tile_m"], p["tile_n"], p["epi"], p["schedule"], p["k_order"]) == \
+                    (64, 64, "tma", "pingpong", "alternate")  # the campaign winners' knobs, 4-7% above the default
+                assert p["stages"] == min(shape[2] // 64, 12)  # every k-block, as far as the ring fits beside the TMA
+                # epilogue's sub-tiles
     below = priors.family_shares((512, 128, 512), "sm_90a")
     assert priors.size_class((512, 128, 512), "sm_90a") == "launch_bound" and below["small"] == below["ampere_cute"]
 

@@ -365,12 +365,17 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
 
 
 # The launch-bound class's top (2^17-2^19 outputs below 2^31 FLOP): from K = 512 a 64x64 tile with the deepest ring
-# runs level with ampere_cute's 32x32 and sometimes ahead, a quarter of the CTAs for TMA to feed. Separated, against
-# best NVIDIA, on six such shapes of K = 512-1024 (H200, same rounds): 1.041-1.106 where the 32x32 tile read
-# 0.945-1.105, ahead on 2048x64x512 (1.041 against 0.945) and 512x256x1024, level (1%) on two, 2-4% behind on two;
-# server mode 0.926-0.934 against 0.905-0.947. At K = 256 it read 6-11% behind on four shapes, so it starts from 512
-# (docs/benchmarks/data/launch_bound_top_h200_2026-11-29_fa1c0db.json, launch_wave_ab_h200_2026-11-29_a1132f0.json). The
-# batch's other three slots are ampere_cute's (small's share there is none).
+# runs level with ampere_cute's 32x32 and often ahead, a quarter of the CTAs for TMA to feed. Separated, against best
+# NVIDIA, on six such shapes of K = 512-1024 (H200, same rounds; this tile with the cooperative schedule, stores from
+# registers): 1.041-1.106 where the 32x32 tile read 0.945-1.105, ahead on 2048x64x512 (1.041 against 0.945) and
+# 512x256x1024, level (1%) on two, 2-4% behind on two; at K = 256 6-11% behind on four shapes, so it starts from 512
+# (docs/benchmarks/data/launch_bound_top_h200_2026-11-29_fa1c0db.json, launch_wave_ab_h200_2026-11-29_a1132f0.json).
+# Against the policy's earlier first batches (small's and ampere_cute's) on three more, its slot lifted the batch's
+# best 9-39% separated and 6-11% in server mode (launch_wave_first_batch_ab_h200_2026-11-29_5ec892e.json). The
+# campaign on them kept this tile and moved it to the TMA epilogue, ping-pong and the alternating k order: those three
+# read 4-7% above the cooperative, register-stored tile in every mode on five shapes, server mode 0.98-1.005 of best
+# NVIDIA against 0.93 (raw_launch_wave_knobs_h200_2026-11-29_5ec892e.json), so the prior starts there. A 2-CTA
+# cluster read 12-16% below; L2 evict hints on B and C 1-10% above separated and 0-1% below in server mode.
 LAUNCH_WAVE_MIN_K = 512
 
 
@@ -378,8 +383,12 @@ def _launch_wave_prior(shape: tuple[int, int, int]) -> list[dict[str, Any]]:
     m, n, k = shape
     if k < LAUNCH_WAVE_MIN_K or m <= 64:  # one tile-row of 64 (64x4096x512) was not measured
         return []
-    p = _k_deep({"tile_m": 64, "tile_n": 64, "group": 1, "acc": "fp32"}, ceil_div(k, 64), DOMAIN["stages"])
-    return [p] if feasible(p, shape, "sm_90a")[0] else []
+    base = {"tile_m": 64, "tile_n": 64, "group": 1, "acc": "fp32", "epi": "tma", "schedule": "pingpong",
+            "k_order": "alternate"}
+    for p in (_k_deep(base, ceil_div(k, 64), DOMAIN["stages"]), _k_deep(dict(base, epi="direct"), ceil_div(k, 64))):
+        if feasible(p, shape, "sm_90a")[0]:  # N off the TMA store's 64-column sub-tiles: stored from registers
+            return [p]
+    return []
 
 
 # Skinny outputs with a long K (at most 2^20 elements, K from CLUSTER_SPLIT_MIN_K, M >= 128): K split over clusters
