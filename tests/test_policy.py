@@ -1444,6 +1444,24 @@ def test_the_launch_bound_top_gives_small_no_share():
     assert priors.size_class((512, 128, 512), "sm_90a") == "launch_bound" and below["small"] == below["ampere_cute"]
 
 
+@pytest.mark.parametrize("shape", [(256, 256, 512), (128, 512, 1024), (1024, 64, 512), (512, 64, 1024)])
+def test_launch_bound_shapes_of_k_512_give_hopper_raw_one_slot_beside_small_s_first(shape):
+    """Below 2^17 outputs from K = 512 (M > 64) hopper_raw's 64x64 tile led the first batch on six of seven shapes;
+    small keeps a slot for its first prior (its cluster split kept 128x128x1024), ampere_cute two."""
+    assert priors.size_class(shape, "sm_90a") == "launch_bound"
+    batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], n=4, mode="offline")
+    assert sorted(c.family for c in batch) == ["ampere_cute", "ampere_cute", "hopper_raw", "small"]
+    assert batch[0].params == priors.priors("small", shape, "fp32", "sm_90a")[0]
+
+
+@pytest.mark.parametrize("shape", [(64, 128, 1024), (128, 128, 256), (64, 4096, 512)])
+def test_hopper_raw_stays_out_of_launch_bound_shapes_it_was_not_measured_on(shape):
+    """M = 64 (its streaming tiles were not measured there: 64x128x1024, a dev shape small's cluster split wins) and
+    K < 512 (6-11% behind ampere_cute's 32x32): no prior, no share."""
+    assert priors.priors("hopper_raw", shape, "fp32", "sm_90a") == []
+    assert priors.family_shares(shape, "sm_90a")["hopper_raw"] == 0
+
+
 def test_ampere_cute_starts_from_32x32_tiles_where_they_make_about_a_wave():
     """From 2^17 outputs below 2^31 FLOP the 32x32 four-warp tile (one CTA per 1,024 outputs) is the family's first
     prior, so a first batch holds it (on 1024x256x512 the paper's 128x32 prior went first and the search never

@@ -313,9 +313,9 @@ SHORT = "hr"
 # candidates a shape held the best on 16 of the 27 (docs/benchmarks/big_shapes_and_server.md, "M <= 64"); on nine
 # N <= 64 shapes (H100) the mma.sync first proposals read 0.42-0.96 of best NVIDIA, the swapped streaming tiles
 # 0.88-1.09 back to back ("N <= 64"); on twelve outputs of 96-256 rows and columns the mma.sync ones 0.28-1.03
-# back to back ("Small outputs"). At the launch-bound class's top a slot of four from K = 512 (_launch_wave_prior).
+# back to back ("Small outputs"). In the launch-bound classes a slot of four from K = 512 (_launch_bound_prior).
 SHARES = {"large": 0.5, "output_bound": 0.25, "skinny_streamed": 0.4, "skinny_tma": 0.2, "skinny_long_k": 0.2,
-          "mid_low": 0.25, "mid_high": 0.3, "launch_wave": 0.25}
+          "mid_low": 0.25, "mid_high": 0.3, "launch_wave": 0.25, "launch_bound": 0.25}
 ARCH_FALLBACK = "ampere_cute"
 
 
@@ -345,6 +345,9 @@ def cold_twin(params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, 
 def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: str = "offline") -> list[dict[str, Any]]:
     if arch != "sm_90a" or acc != "fp32":
         return []
+    if pricing.size_class(shape, arch) in ("launch_wave", "launch_bound"):
+        # before the streaming view: its tiles were not measured on launch-bound shapes (64x128x1024)
+        return _launch_bound_prior(shape)
     # streaming before size: from 2^35 FLOP a side of 64 still leaves a 128-row tile half empty (64x16384x16384:
     # 128x256 read 0.80 of best NVIDIA, the streaming 64x128 tile 0.97; 0.81 against 1.00 swapped, H200,
     # docs/benchmarks/data/listed_priors_feasible_h200_2026-11-26_920be5b.json)
@@ -356,8 +359,6 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
         return out
     if flop(shape) >= LARGE_FLOP:
         return _listed_priors(shape)
-    if pricing.size_class(shape, arch) == "launch_wave":
-        return _launch_wave_prior(shape)
     # the split after a tile that fills the SMs unsplit: at K = 4096 (256x4096, 4096x256) the listed 128x64 read 0.980
     # and 1.052 of best NVIDIA back to back where the split read 0.844 and 0.889
     # (docs/benchmarks/data/skinny_cluster_split_first_batch_ab_h200_2026-11-27_056c001.json)
@@ -376,12 +377,16 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
 # read 4-7% above the cooperative, register-stored tile in every mode on five shapes, server mode 0.98-1.005 of best
 # NVIDIA against 0.93 (raw_launch_wave_knobs_h200_2026-11-29_5ec892e.json), so the prior starts there. A 2-CTA
 # cluster read 12-16% below; L2 evict hints on B and C 1-10% above separated and 0-1% below in server mode.
-LAUNCH_WAVE_MIN_K = 512
+# Below 2^17 outputs (launch_bound) the same tile from K = 512 led the policy's first batch (small's and ampere_cute's)
+# separated on six of seven shapes of 2^13-2^16 outputs (1.136-1.227 of best NVIDIA against a best of 0.83-1.163;
+# small's cluster split kept 128x128x1024, 1.345) and in server mode on four (0.95-0.98 against 0.78-0.90), 7-10%
+# behind on three (launch_bound_raw_prior_h200_2026-11-29_0e48400.json): a slot there too, beside small's first.
+LAUNCH_MIN_K = 512
 
 
-def _launch_wave_prior(shape: tuple[int, int, int]) -> list[dict[str, Any]]:
+def _launch_bound_prior(shape: tuple[int, int, int]) -> list[dict[str, Any]]:
     m, n, k = shape
-    if k < LAUNCH_WAVE_MIN_K or m <= 64:  # one tile-row of 64 (64x4096x512) was not measured
+    if k < LAUNCH_MIN_K or m <= 64:  # one tile-row of 64 (64x4096x512) was not measured
         return []
     base = {"tile_m": 64, "tile_n": 64, "group": 1, "acc": "fp32", "epi": "tma", "schedule": "pingpong",
             "k_order": "alternate"}
