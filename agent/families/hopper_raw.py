@@ -365,21 +365,21 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
     return _wave_filling_priors(shape) + _cluster_split_prior(shape)
 
 
-# The launch-bound class's top (2^17-2^19 outputs below 2^31 FLOP): from K = 512 a 64x64 tile with the deepest ring
-# runs level with ampere_cute's 32x32 and often ahead, a quarter of the CTAs for TMA to feed. Separated, against best
-# NVIDIA, on six such shapes of K = 512-1024 (H200, same rounds; this tile with the cooperative schedule, stores from
+# The launch-bound classes (below 2^31 FLOP and 2^19 outputs), from K = 512: a 64x64 tile with the deepest ring, a
+# quarter of the CTAs of ampere_cute's 32x32 for TMA to feed. At the top (launch_wave, 2^17-2^19 outputs), separated,
+# against best NVIDIA, on six shapes of K = 512-1024 (H200, same rounds; this tile cooperative, stored from
 # registers): 1.041-1.106 where the 32x32 tile read 0.945-1.105, ahead on 2048x64x512 (1.041 against 0.945) and
-# 512x256x1024, level (1%) on two, 2-4% behind on two; at K = 256 6-11% behind on four shapes, so it starts from 512
+# 512x256x1024, level (1%) on two, 2-4% behind on two; at K = 64-256 9-20% behind on five, so it starts from 512
 # (docs/benchmarks/data/launch_bound_top_h200_2026-11-29_fa1c0db.json, launch_wave_ab_h200_2026-11-29_a1132f0.json).
 # Against the policy's earlier first batches (small's and ampere_cute's) on three more, its slot lifted the batch's
 # best 9-39% separated and 6-11% in server mode (launch_wave_first_batch_ab_h200_2026-11-29_5ec892e.json). The
-# campaign on them kept this tile and moved it to the TMA epilogue, ping-pong and the alternating k order: those three
-# read 4-7% above the cooperative, register-stored tile in every mode on five shapes, server mode 0.98-1.005 of best
-# NVIDIA against 0.93 (raw_launch_wave_knobs_h200_2026-11-29_5ec892e.json), so the prior starts there. A 2-CTA
-# cluster read 12-16% below; L2 evict hints on B and C 1-10% above separated and 0-1% below in server mode.
-# Below 2^17 outputs (launch_bound) the same tile from K = 512 led the policy's first batch (small's and ampere_cute's)
-# separated on six of seven shapes of 2^13-2^16 outputs (1.136-1.227 of best NVIDIA against a best of 0.83-1.163;
-# small's cluster split kept 128x128x1024, 1.345) and in server mode on four (0.95-0.98 against 0.78-0.90), 7-10%
+# campaign on them kept this tile and moved it to the TMA epilogue, ping-pong and the alternating k order: on five
+# shapes those three read 7-10% above the cooperative, register-stored tile separated, 8-12% back to back, 5-8% in
+# server mode (0.98-1.005 of best NVIDIA against 0.93; raw_launch_wave_knobs_h200_2026-11-29_5ec892e.json), so the
+# prior starts there. A 2-CTA cluster read 12-22% below; L2 evict hints on B and C 0-10% above separated, 0-2% below
+# in server mode. Below 2^17 outputs (launch_bound) the same tile led the policy's first batch (small's and
+# ampere_cute's) separated on six of seven shapes of 2^14-2^16 outputs (1.136-1.227 against a best of 0.81-1.163;
+# small's cluster split kept 128x128x1024, 1.345) and in server mode on four (0.95-0.98 against 0.78-0.90), 8-11%
 # behind on three (launch_bound_raw_prior_h200_2026-11-29_0e48400.json): a slot there too, beside small's first.
 LAUNCH_MIN_K = 512
 

@@ -153,7 +153,9 @@ SHORT = "sm"
 # The launch-bound class's top (launch_wave, 2^17-2^19 outputs): none either. It won none of the 85 winner rows of the
 # committed tables there (ampere_cute all), and its first priors read 13-45% below ampere_cute's best (separated) on all
 # eleven such shapes probed (docs/benchmarks/data/launch_bound_top_h200_2026-11-29_fa1c0db.json,
-# launch_bound_32x32_first_batch_ab_h200_2026-11-29_b982588.json).
+# launch_bound_32x32_first_batch_ab_h200_2026-11-29_b982588.json); in the first-batch A/Bs of twelve more its best
+# read below ampere_cute's best on eleven, level on one (launch_wave_ab_h200_2026-11-29_a1132f0.json,
+# launch_wave_first_batch_ab_h200_2026-11-29_5ec892e.json).
 SHARES = {"skinny_streamed": 0.0, "skinny_tma": 0.0, "skinny_long_k": 0.2, "output_bound": 0.0, "launch_wave": 0.0,
           "launch_bound": 0.5, "mid_low": 0.0, "mid_high": 0.0, "large": 0.0}
 
