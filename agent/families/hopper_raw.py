@@ -306,7 +306,7 @@ SHORT = "hr"
 # fewer cycles a call than CUTLASS and cuBLASLt (H200, power-steady). Below it about a slot of a batch, where a
 # 128-row tile fills the SMs (_wave_filling_priors; elsewhere it lists no prior, and so gets no share,
 # priors.family_shares).
-# M <= 64 or N <= 64 streamed (priors.size_class): 0.4 against wgmma's 0.6, the mma.sync families none. On 27 M <= 64
+# M <= 64 or N <= 64 streamed (pricing.size_class): 0.4 against wgmma's 0.6, the mma.sync families none. On 27 M <= 64
 # shapes of four budget-16 campaigns (ccf1019 and 97f3796, H200s and H100s: the nine streaming shapes twice, three dev
 # shapes, six outside every sample) the mma.sync kernels, 2-4 candidates a shape, read 0.32-0.96 of
 # cuBLASLt-AutoTuning where each shape's best read 0.99-1.23 (at best 5.7% below it), while this family's four

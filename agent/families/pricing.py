@@ -15,7 +15,7 @@ from .common import arch_limits, ceil_div, in_16_byte_rows, kernel_shape
 SMALL_FLOP = 2 ** 33  # below: the launch and the k-loop latency dominate
 LARGE_FLOP = 2 ** 35  # above: wgmma tensor-core throughput dominates
 # Outputs from which a launch-bound shape's 32x32 tiles (one CTA per 1,024 outputs) make about a wave: the top of
-# that class (ampere_cute's first prior, priors.size_class's launch_wave)
+# that class (ampere_cute's first prior, size_class's launch_wave)
 LAUNCH_WAVE_OUTPUTS = 2 ** 17
 MMA_SYNC_PEAK = 600e12  # dense fp16 mma.sync, whole chip, flop/s (measured kernels reach ~60-65% of wgmma peak)
 WGMMA_PEAK = 800e12
@@ -109,7 +109,7 @@ WGMMA_TILE_EFF = {(128, 256): 1.0, (256, 128): 1.0, (128, 192): 0.95, (128, 128)
 
 def streams_b(shape: tuple[int, int, int]) -> bool:
     """M <= 64 from K = 1024, K a multiple of 8 (TMA's 16-byte rows): where B is streamed through every SM (hopper_raw's
-    streaming tiles, and the size class priors.size_class gives them)."""
+    streaming tiles, and the size class size_class gives them)."""
     m, _, k = shape
     return m <= 64 and k >= 1024 and in_16_byte_rows(k)
 

@@ -13,7 +13,7 @@ class Family(Protocol):
     DOMAIN: dict[str, tuple]  # every knob's values (a family may add SEARCH_DOMAIN: the values worth a search slot,
     # or a function search_domain(shape) returning them per shape, and DEFAULTS: the knobs its canonical params leave
     # out)
-    # A fresh batch's share per size class (agent.policy.priors.size_class); a class it leaves out gets none. Where
+    # A fresh batch's share per size class (agent.families.pricing.size_class); a class it leaves out gets none. Where
     # `runs_on(arch)` is false its share goes to the family named by ARCH_FALLBACK, if it names one.
     SHARES: dict[str, float]
 

@@ -141,7 +141,7 @@ def _k_splits(arch: str) -> list[tuple[int, int, str]]:
 
 ORDER = 0  # the policy visits the families from the smallest problems they serve to the largest
 SHORT = "sm"
-# A fresh batch's share per size class (agent.policy.priors.size_class), before any measurement. On launch-bound
+# A fresh batch's share per size class (agent.families.pricing.size_class), before any measurement. On launch-bound
 # shapes ampere_cute without split-K was as fast as or faster than this family (2.7-2.9 us against cuBLASLt's
 # ~3.0 us floor, H200) and split-K's second pass costs ~1.5 us there: hence the even split below 2^31 FLOP.
 # Mid shapes, M <= 64 streamed and skinny outputs of K >= 2048 on TMA's rows: none, as for ampere_cute (which says
