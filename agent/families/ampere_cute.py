@@ -179,22 +179,19 @@ def prior(shape: tuple[int, int, int], acc: str, sms: int = 132) -> dict[str, An
             "reg_pipeline": True, "epilogue": "smem", "split_k": split, "acc": acc}
 
 
-# Outputs from which the 32x32 four-warp tile (one CTA per 1,024 outputs: about a wave of them from here) goes ahead of
-# the paper's prior, below 2^31 FLOP and the output-bound tiles' 2^19 outputs. On five launch-bound shapes at the top of
-# that class (1024x256x512, 256x1024x512, 512x512x512, 2048x128x512, 512x256x1024; H200, same rounds) it led the
-# mma.sync families' first priors in every mode, 1.05-1.11 of best NVIDIA separated and 0.91-0.95 in server mode, where
-# the paper's prior (64 CTAs of 128x32, 32x128 or 64x64, or 128 of a 2-way split) read 0.73-0.98 and 0.70-0.88; only the
-# wgmma family's 64x32 tile on 512x256x1024 read more (1.138 separated), a family with no share there
-# (docs/benchmarks/data/launch_bound_top_h200_2026-11-29_fa1c0db.json). A campaign on 1024x256x512, whose first batch
-# held the prior, never reached it (its winner 0.874 in server mode, 32x32 0.930). 59 of 1,000 grid first batches
+# From pricing.LAUNCH_WAVE_OUTPUTS the 32x32 four-warp tile (one CTA per 1,024 outputs: about a wave of them from there)
+# goes ahead of the paper's prior, below 2^31 FLOP and the output-bound tiles' 2^19 outputs. On five launch-bound shapes
+# at the top of that class (1024x256x512, 256x1024x512, 512x512x512, 2048x128x512, 512x256x1024; H200, same rounds) it
+# led the mma.sync families' first priors in every mode, 1.05-1.11 of best NVIDIA separated and 0.91-0.95 in server
+# mode, where the paper's prior (64 CTAs of 128x32, 32x128 or 64x64, or 128 of a 2-way split) read 0.73-0.98 and
+# 0.70-0.88; only the wgmma family's 64x32 tile on 512x256x1024 read more (1.138 separated), a family with no share
+# there (docs/benchmarks/data/launch_bound_top_h200_2026-11-29_fa1c0db.json). A campaign on 1024x256x512, whose first
+# batch held the prior, never reached it (its winner 0.874 in server mode, 32x32 0.930). 59 of 1,000 grid first batches
 # change; on the eight of them timed old batch beside new (K = 64-1024), the new batch's best read the same or better in
-# every mode, by up to 5% (data/launch_bound_32x32_first_batch_ab_h200_2026-11-29_b982588.json)
-LAUNCH_WAVE_OUTPUTS = pricing.LAUNCH_WAVE_OUTPUTS
-
-
+# every mode, by up to 5% (data/launch_bound_32x32_first_batch_ab_h200_2026-11-29_b982588.json).
 def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: str = "offline") -> list[dict[str, Any]]:
     """The paper's prior plus, for launch-bound shapes, the 32x32 / 64x64 four-warp tiles without split-K that beat
-    cuBLASLt-AutoTuning under the evaluator (1.06-1.15x on 64x64x128 ... 512x512x64); from LAUNCH_WAVE_OUTPUTS
+    cuBLASLt-AutoTuning under the evaluator (1.06-1.15x on 64x64x128 ... 512x512x64); from pricing.LAUNCH_WAVE_OUTPUTS
     outputs (up to the output-bound tiles' 2^19) the 32x32 tile ahead of the paper's prior."""
     m, n, k = shape
     if k % 32 or m < 32 or n < 32:
@@ -202,7 +199,7 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
         # padded, so no tile runs where a side is under 32: no place to start, no share
         return []
     out = [prior(shape, acc)]
-    if pricing.flop(shape) < 2 ** 31:
+    if pricing.flop(shape) < pricing.LAUNCH_FLOP:
         for bm, bn in ((32, 32), (64, 64), (64, 32)):
             if bm <= m and bn <= n:
                 bk = 64 if k % 64 == 0 and k >= 256 else 32
@@ -212,9 +209,9 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
                 out.append({"bm": bm, "bn": bn, "bk": bk, "wm": wm, "wn": wn, "stages": 3, "prefetch": 2,
                             "sw_b": 3 if bk == 64 else 2, "sw_m": 3, "sw_s": 3, "block_swizzle": 1,
                             "reg_pipeline": True, "epilogue": "smem", "split_k": 1, "acc": acc})
-        if m * n >= 2 ** 19:
+        if m * n >= pricing.OUTPUT_BOUND_OUTPUTS:
             out = _output_bound(shape, acc, mode) + out
-        elif m * n >= LAUNCH_WAVE_OUTPUTS:
+        elif m * n >= pricing.LAUNCH_WAVE_OUTPUTS:
             out.insert(0, out.pop(1))  # the 32x32 tile, appended first above (both sides are at least 32)
     return out
 

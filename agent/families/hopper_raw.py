@@ -390,7 +390,8 @@ def _launch_bound_prior(shape: tuple[int, int, int]) -> list[dict[str, Any]]:
         return []
     base = {"tile_m": 64, "tile_n": 64, "group": 1, "acc": "fp32", "epi": "tma", "schedule": "pingpong",
             "k_order": "alternate"}
-    for p in (_k_deep(base, ceil_div(k, 64), DOMAIN["stages"]), _k_deep(dict(base, epi="direct"), ceil_div(k, 64))):
+    kblocks = ceil_div(k, 64)
+    for p in (_k_deep(base, kblocks, DOMAIN["stages"]), _k_deep(dict(base, epi="direct"), kblocks)):
         if feasible(p, shape, "sm_90a")[0]:  # N off the TMA store's 64-column sub-tiles: stored from registers
             return [p]
     return []

@@ -14,6 +14,8 @@ from .common import arch_limits, ceil_div, in_16_byte_rows, kernel_shape
 
 SMALL_FLOP = 2 ** 33  # below: the launch and the k-loop latency dominate
 LARGE_FLOP = 2 ** 35  # above: wgmma tensor-core throughput dominates
+LAUNCH_FLOP = 2 ** 31  # below: one-launch kernels (the launch_bound, launch_wave and output_bound size classes)
+OUTPUT_BOUND_OUTPUTS = 2 ** 19  # below LAUNCH_FLOP, outputs from which writing C outweighs the launch (output_bound)
 # Outputs from which a launch-bound shape's 32x32 tiles (one CTA per 1,024 outputs) make about a wave: the top of
 # that class (ampere_cute's first prior, size_class's launch_wave)
 LAUNCH_WAVE_OUTPUTS = 2 ** 17
@@ -151,8 +153,8 @@ def size_class(shape: tuple[int, int, int], arch: str) -> str:
         if k >= 2048 and in_16_byte_rows(n, k):
             return "skinny_tma"  # TMA's 16-byte rows, and K long enough that no mma.sync kernel has won
         return "skinny_long_k"  # where wgmma's batched split-K can run
-    if f < 2 ** 31:
-        if m * n >= 2 ** 19:
+    if f < LAUNCH_FLOP:
+        if m * n >= OUTPUT_BOUND_OUTPUTS:
             return "output_bound"
         return "launch_wave" if m * n >= LAUNCH_WAVE_OUTPUTS else "launch_bound"
     if f < SMALL_FLOP:

@@ -11,7 +11,7 @@ from typing import Any
 
 from agent.families import ARCHS, COLD_MODE, cold_twin, families, get, normal_params, with_launch_knobs
 # the size classes live beside the other problem-size boundaries, where the families' priors can test them too
-from agent.families.pricing import SIZE_CLASSES, size_class, streams_operands  # noqa: F401
+from agent.families.pricing import SIZE_CLASSES, size_class  # noqa: F401
 
 def family_shares(shape: tuple[int, int, int], arch: str, acc: str = "fp32") -> dict[str, float]:
     """Share of a fresh batch per family, before any measurement: each family's share of the shape's size class;
