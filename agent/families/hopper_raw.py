@@ -345,18 +345,18 @@ def cold_twin(params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, 
 def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: str = "offline") -> list[dict[str, Any]]:
     if arch != "sm_90a" or acc != "fp32":
         return []
-    if pricing.size_class(shape, arch) in ("launch_wave", "launch_bound"):
-        # before the streaming view: its tiles were not measured on launch-bound shapes (64x128x1024)
-        return _launch_bound_prior(shape)
+    launch = pricing.size_class(shape, arch) in ("launch_wave", "launch_bound")
     # streaming before size: from 2^35 FLOP a side of 64 still leaves a 128-row tile half empty (64x16384x16384:
     # 128x256 read 0.80 of best NVIDIA, the streaming 64x128 tile 0.97; 0.81 against 1.00 swapped, H200,
-    # docs/benchmarks/data/listed_priors_feasible_h200_2026-11-26_920be5b.json)
+    # docs/benchmarks/data/listed_priors_feasible_h200_2026-11-26_920be5b.json); and before the launch prior
     if view := _streaming_view(shape):
         swap, kshape = view
         out = [dict(p, **swap) for p in _streaming_priors(kshape)]
         if swap:
             out[1:1] = _a_streaming_tile(shape)
-        return out
+        return out + (_launch_bound_prior(shape) if launch else [])
+    if launch:
+        return _launch_bound_prior(shape)
     if flop(shape) >= LARGE_FLOP:
         return _listed_priors(shape)
     # the split after a tile that fills the SMs unsplit: at K = 4096 (256x4096, 4096x256) the listed 128x64 read 0.980
@@ -587,8 +587,8 @@ def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[di
             continue
         out += _k_ring(128, tn, shape, sms=sms)
     out[:0] = _coop_176_first(shape, out, sms)
-    if not out and m >= 512 and k <= 2048 and pricing.wave_fill(ceil_div(m, 64) * ceil_div(n, 64), sms) >= WAVE_FILL:
-        out += _k_ring(64, 64, shape)
+    if not out and m >= 256 and k <= 2048 and pricing.wave_fill(ceil_div(m, 64) * ceil_div(n, 64), sms) >= WAVE_FILL:
+        out += _k_ring(64, 64, shape, schedule="pingpong", k_order="alternate")
     return out[:2]
 
 
