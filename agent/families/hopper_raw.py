@@ -348,7 +348,11 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
     launch = pricing.size_class(shape, arch) in ("launch_wave", "launch_bound")
     # streaming before size: from 2^35 FLOP a side of 64 still leaves a 128-row tile half empty (64x16384x16384:
     # 128x256 read 0.80 of best NVIDIA, the streaming 64x128 tile 0.97; 0.81 against 1.00 swapped, H200,
-    # docs/benchmarks/data/listed_priors_feasible_h200_2026-11-26_920be5b.json); and before the launch prior
+    # docs/benchmarks/data/listed_priors_feasible_h200_2026-11-26_920be5b.json). And before the launch prior: on six
+    # launch_bound shapes of N = 32-64, K = 1024-1536 the swapped cluster split read 3-31% above the 64x64 tile in
+    # every mode (0.98-1.10 of best NVIDIA in server mode against 0.93-0.97); with M <= 64 the split's slot left the
+    # batch's best (small's cluster split on four of five) within 1% (raw_output_bound_knobs_h200_2026-11-29_51198b5.json,
+    # launch_streaming_first_batch_ab_h200_2026-11-29_f20e66a.json)
     if view := _streaming_view(shape):
         swap, kshape = view
         out = [dict(p, **swap) for p in _streaming_priors(kshape)]
@@ -569,11 +573,15 @@ def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[di
     every mode timed. Stores from registers read 9-13% lower, a 4-stage ring 5-22% lower than a 7-stage one
     (docs/benchmarks/data/raw_mid_tiles_h200_2026-11-26_b7ced70.json, raw_short_k_h200_2026-11-26_bb7eca8.json).
     From K = 256 to 2048 the ping-pong prior (`_pingpong_prior`) comes first and the cooperative tile of its width
-    drops out. Where no 128-row tile fills, M >= 512 and K <= 2048, a 64x64 tile (its two consumers split the
-    columns): cold, on three such shapes it read 0.96-1.01 of best NVIDIA against 0.91-0.94 for the wgmma family's
-    first prior (the clusters of two and 64x128 lower still), but 0.98-1.14 against 1.07-1.23 back to back, so the
-    tournament of each mode decides; with M <= 256 or K = 4096 it trailed cold too, by 3-15%
-    (docs/benchmarks/data/raw_64row_tiles_h200_2026-11-26_bb7b004.json).
+    drops out. Where no 128-row tile fills, M >= 512 and K <= 2048, a 64x64 tile: cooperative (its two consumers
+    splitting the columns), on three such shapes it read 0.96-1.01 of best NVIDIA cold against 0.91-0.94 for the
+    wgmma family's first prior (the clusters of two and 64x128 lower still), but 0.98-1.14 against 1.07-1.23 back to
+    back; with M <= 256 or K = 4096 it trailed cold too, by 3-15%
+    (docs/benchmarks/data/raw_64row_tiles_h200_2026-11-26_bb7b004.json). It takes the launch prior's ping-pong and
+    alternating k order (`_launch_bound_prior`): on four output_bound shapes (K = 512) they read 2-6% above the
+    cooperative tile separated, 3-4% back to back, 1-3% in server mode (an eighth stage level); and from M = 256 below 2^31 FLOP, where the
+    tile lifted the first batch's best 7-18% separated and 6-14% in server mode on 256x2048x512 and 320x3072x256
+    (raw_output_bound_knobs_h200_2026-11-29_51198b5.json, launch_streaming_first_batch_ab_h200_2026-11-29_f20e66a.json).
     None where N is not a multiple of 8 (the TMA epilogue's rows), M is below 128 (the probes' shortest), or no tile
     fills the SMs: the kernel has no swapped operand order, so a small output leaves its grid empty."""
     m, n, k = shape
@@ -587,9 +595,15 @@ def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[di
             continue
         out += _k_ring(128, tn, shape, sms=sms)
     out[:0] = _coop_176_first(shape, out, sms)
-    if not out and m >= 256 and k <= 2048 and pricing.wave_fill(ceil_div(m, 64) * ceil_div(n, 64), sms) >= WAVE_FILL:
+    rows64 = SIXTY_FOUR_MIN_M_LAUNCH if flop(shape) < pricing.LAUNCH_FLOP else SIXTY_FOUR_MIN_M
+    if not out and m >= rows64 and k <= 2048 and pricing.wave_fill(ceil_div(m, 64) * ceil_div(n, 64), sms) >= WAVE_FILL:
         out += _k_ring(64, 64, shape, schedule="pingpong", k_order="alternate")
     return out[:2]
+
+
+# the shortest M of the 64x64 fallback tile (`_wave_filling_priors`): below LAUNCH_FLOP measured from 256, above it
+# trailing cold at 256 (256x2048x2048)
+SIXTY_FOUR_MIN_M, SIXTY_FOUR_MIN_M_LAUNCH = 512, 256
 
 
 # K where the ping-pong prior is listed: at K = 64 (one k-block) it read 3% below the cooperative 128x128 (4096x1024x64,
