@@ -366,7 +366,11 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
     # the split after a tile that fills the SMs unsplit: at K = 4096 (256x4096, 4096x256) the listed 128x64 read 0.980
     # and 1.052 of best NVIDIA back to back where the split read 0.844 and 0.889
     # (docs/benchmarks/data/skinny_cluster_split_first_batch_ab_h200_2026-11-27_056c001.json)
-    return _wave_filling_priors(shape) + _cluster_split_prior(shape)
+    out = _wave_filling_priors(shape) + _cluster_split_prior(shape)
+    # where none of them runs below SMALL_FLOP, the launch classes' tile: on nine such shapes of K = 512-3072 (half a
+    # wave to a wave of its tiles) it read 6-36% above the policy's first batch separated, 5-23% in server mode
+    # (raw_launch_tile_beyond_h200_2026-11-29_e3f949f.json)
+    return out or (_launch_bound_prior(shape) if flop(shape) < pricing.SMALL_FLOP else [])
 
 
 # The launch-bound classes (below 2^31 FLOP and 2^19 outputs), from K = 512: a 64x64 tile with the deepest ring, a
@@ -390,7 +394,7 @@ LAUNCH_MIN_K = 512
 
 def _launch_bound_prior(shape: tuple[int, int, int]) -> list[dict[str, Any]]:
     m, n, k = shape
-    if k < LAUNCH_MIN_K or m <= 64:  # one tile-row of 64 (64x4096x512) was not measured
+    if k < LAUNCH_MIN_K:
         return []
     base = {"tile_m": 64, "tile_n": 64, "group": 1, "acc": "fp32", "epi": "tma", "schedule": "pingpong",
             "k_order": "alternate"}
