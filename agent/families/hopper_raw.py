@@ -367,10 +367,9 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
     # and 1.052 of best NVIDIA back to back where the split read 0.844 and 0.889
     # (docs/benchmarks/data/skinny_cluster_split_first_batch_ab_h200_2026-11-27_056c001.json)
     out = _wave_filling_priors(shape) + _cluster_split_prior(shape)
-    # where none of them runs below SMALL_FLOP, the launch classes' tile: on nine such shapes of K = 512-3072 (half a
-    # wave to a wave of its tiles) it read 6-36% above the policy's first batch separated, 5-23% in server mode
-    # (raw_launch_tile_beyond_h200_2026-11-29_e3f949f.json)
-    return out or (_launch_bound_prior(shape) if flop(shape) < pricing.SMALL_FLOP else [])
+    # where none of them runs below SMALL_FLOP, the launch classes' tile up to LAUNCH_TILE_MAX_K
+    far = flop(shape) >= pricing.SMALL_FLOP or shape[2] > LAUNCH_TILE_MAX_K
+    return out or ([] if far else _launch_bound_prior(shape))
 
 
 # The launch-bound classes (below 2^31 FLOP and 2^19 outputs), from K = 512: a 64x64 tile with the deepest ring, a
@@ -390,6 +389,13 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
 # small's cluster split kept 128x128x1024, 1.345) and in server mode on four (0.95-0.98 against 0.78-0.90), 8-11%
 # behind on three (launch_bound_raw_prior_h200_2026-11-29_0e48400.json): a slot there too, beside small's first.
 LAUNCH_MIN_K = 512
+# Beyond the launch classes, below SMALL_FLOP where hopper_raw lists no other prior (skinny outputs of K = 1024-3072,
+# M = 64 of K = 512-768), the same tile: on 20 fresh shapes and a sample shape (quarter- to whole-wave grids of it)
+# its slot lifted the first batch's best 1-36% separated and 1-26% in server mode (0.95-1.01 of best NVIDIA against
+# 0.77-0.96), back to back level or up to 40% above (the slots it took were never a batch's best); at K = 4096 it
+# read 6-21% below the batch's best on both shapes timed (raw_launch_tile_beyond_h200_2026-11-29_e3f949f.json,
+# launch_tile_skinny_first_batch_ab_h200_2026-11-29_e6800c3.json)
+LAUNCH_TILE_MAX_K = 3072
 
 
 def _launch_bound_prior(shape: tuple[int, int, int]) -> list[dict[str, Any]]:
