@@ -367,8 +367,9 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
     # and 1.052 of best NVIDIA back to back where the split read 0.844 and 0.889
     # (docs/benchmarks/data/skinny_cluster_split_first_batch_ab_h200_2026-11-27_056c001.json)
     out = _wave_filling_priors(shape) + _cluster_split_prior(shape)
-    # where none of them runs below SMALL_FLOP, the launch classes' tile up to LAUNCH_TILE_MAX_K
-    far = flop(shape) >= pricing.SMALL_FLOP or shape[2] > LAUNCH_TILE_MAX_K
+    # where none of them runs below SMALL_FLOP, the launch classes' tile up to LAUNCH_TILE_MAX_K and two waves
+    m, n, k = shape
+    far = flop(shape) >= pricing.SMALL_FLOP or k > LAUNCH_TILE_MAX_K or ceil_div(m, 64) * ceil_div(n, 64) > 2 * 132
     return out or ([] if far else _launch_bound_prior(shape))
 
 
@@ -390,17 +391,18 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
 # behind on three (launch_bound_raw_prior_h200_2026-11-29_0e48400.json): a slot there too, beside small's first.
 LAUNCH_MIN_K = 512
 # Beyond the launch classes, below SMALL_FLOP where hopper_raw lists no other prior (skinny outputs of K = 1024-3072,
-# M = 64 of K = 512-768), the same tile: on 20 fresh shapes and a sample shape (quarter- to whole-wave grids of it)
-# its slot lifted the first batch's best 1-36% separated and 1-26% in server mode (0.95-1.01 of best NVIDIA against
-# 0.77-0.96), back to back level or up to 40% above (the slots it took were never a batch's best); at K = 4096 it
-# read 6-21% below the batch's best on both shapes timed (raw_launch_tile_beyond_h200_2026-11-29_e3f949f.json,
+# M = 64 of K = 512-768) and up to two waves of it (a tile for each consumer warpgroup), the same tile: on 20 fresh
+# shapes and a sample shape (a quarter of a wave to 1.5 waves of it) its slot lifted the first batch's best 1-36%
+# separated and 1-26% in server mode (0.95-1.01 of best NVIDIA against 0.77-0.96), back to back level or up to 40%
+# above (the slots it took were never a batch's best); at K = 4096 it read 6-21% below the batch's best on both
+# shapes timed (raw_launch_tile_beyond_h200_2026-11-29_e3f949f.json,
 # launch_tile_skinny_first_batch_ab_h200_2026-11-29_e6800c3.json)
 LAUNCH_TILE_MAX_K = 3072
 
 
 def _launch_bound_prior(shape: tuple[int, int, int]) -> list[dict[str, Any]]:
     m, n, k = shape
-    if k < LAUNCH_MIN_K:
+    if k < LAUNCH_MIN_K or (m <= 64 and m * n < pricing.LAUNCH_WAVE_OUTPUTS):  # M = 64 measured from 64x2048
         return []
     base = {"tile_m": 64, "tile_n": 64, "group": 1, "acc": "fp32", "epi": "tma", "schedule": "pingpong",
             "k_order": "alternate"}
