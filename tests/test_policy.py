@@ -975,7 +975,7 @@ def test_a_32_wide_prior_mutates_to_its_neighbours_but_the_search_draws_no_32_wi
     ((256, 2048, 512), [(64, 64, 7)]),  # below 2^31 FLOP from M = 256
     ((320, 3072, 256), [(64, 64, 4)]),
     ((512, 1024, 4096), []),  # 64x64 trailed cold at K = 4096
-    ((256, 2048, 2048), [(64, 64, 12)]),  # no 128-row tile fills: the launch tile (`_launch_bound_prior`)
+    ((256, 2048, 2048), [(64, 64, 12)]),  # no 128-row tile fills: the launch tile (`_launch_tile`)
     ((2048, 128, 1024), [(64, 64, 12)]),  # 16x2 tiles of 128x64: the launch tile
     ((384, 1024, 4096), []),  # the launch tile read 6-21% below the first batch at K = 4096
     ((168, 9984, 1344), []),  # 3.5 waves of the launch tile: beyond a tile for each consumer

@@ -313,7 +313,8 @@ SHORT = "hr"
 # candidates a shape held the best on 16 of the 27 (docs/benchmarks/big_shapes_and_server.md, "M <= 64"); on nine
 # N <= 64 shapes (H100) the mma.sync first proposals read 0.42-0.96 of best NVIDIA, the swapped streaming tiles
 # 0.88-1.09 back to back ("N <= 64"); on twelve outputs of 96-256 rows and columns the mma.sync ones 0.28-1.03
-# back to back ("Small outputs"). In the launch-bound classes a slot of four from K = 512 (_launch_bound_prior).
+# back to back ("Small outputs"). In the launch-bound classes a slot of four from K = 512 (_launch_tile), the same
+# tile where no other prior runs below SMALL_FLOP.
 SHARES = {"large": 0.5, "output_bound": 0.25, "skinny_streamed": 0.4, "skinny_tma": 0.2, "skinny_long_k": 0.2,
           "mid_low": 0.25, "mid_high": 0.3, "launch_wave": 0.25, "launch_bound": 0.25}
 ARCH_FALLBACK = "ampere_cute"
@@ -350,27 +351,24 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
     # 128x256 read 0.80 of best NVIDIA, the streaming 64x128 tile 0.97; 0.81 against 1.00 swapped, H200,
     # docs/benchmarks/data/listed_priors_feasible_h200_2026-11-26_920be5b.json). And before the launch prior: on six
     # launch_bound shapes of N = 32-64, K = 1024-1536 the swapped cluster split read 3-31% above the 64x64 tile in
-    # every mode (0.98-1.10 of best NVIDIA in server mode against 0.93-0.97); with M <= 64 the split's slot left the
-    # batch's best (small's cluster split on four of five) within 1% (raw_output_bound_knobs_h200_2026-11-29_51198b5.json,
+    # every mode (0.98-1.10 of best NVIDIA in server mode against 0.93-0.97); with M <= 64 the split's slot moved the
+    # batch's best by less than 1% on six (raw_output_bound_knobs_h200_2026-11-29_51198b5.json,
     # launch_streaming_first_batch_ab_h200_2026-11-29_f20e66a.json)
     if view := _streaming_view(shape):
         swap, kshape = view
         out = [dict(p, **swap) for p in _streaming_priors(kshape)]
         if swap:
             out[1:1] = _a_streaming_tile(shape)
-        return out + (_launch_bound_prior(shape) if launch else [])
+        return out + (_launch_tile(shape) if launch else [])
     if launch:
-        return _launch_bound_prior(shape)
+        return _launch_tile(shape)
     if flop(shape) >= LARGE_FLOP:
         return _listed_priors(shape)
     # the split after a tile that fills the SMs unsplit: at K = 4096 (256x4096, 4096x256) the listed 128x64 read 0.980
     # and 1.052 of best NVIDIA back to back where the split read 0.844 and 0.889
     # (docs/benchmarks/data/skinny_cluster_split_first_batch_ab_h200_2026-11-27_056c001.json)
     out = _wave_filling_priors(shape) + _cluster_split_prior(shape)
-    # where none of them runs below SMALL_FLOP, the launch classes' tile up to LAUNCH_TILE_MAX_K and two waves
-    m, n, k = shape
-    far = flop(shape) >= pricing.SMALL_FLOP or k > LAUNCH_TILE_MAX_K or ceil_div(m, 64) * ceil_div(n, 64) > 2 * 132
-    return out or ([] if far else _launch_bound_prior(shape))
+    return out or _launch_tile_beyond(shape)
 
 
 # The launch-bound classes (below 2^31 FLOP and 2^19 outputs), from K = 512: a 64x64 tile with the deepest ring, a
@@ -400,7 +398,15 @@ LAUNCH_MIN_K = 512
 LAUNCH_TILE_MAX_K = 3072
 
 
-def _launch_bound_prior(shape: tuple[int, int, int]) -> list[dict[str, Any]]:
+def _launch_tile_beyond(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
+    """The launch tile where no other prior runs below SMALL_FLOP, up to LAUNCH_TILE_MAX_K and two waves of it."""
+    m, n, k = shape
+    if flop(shape) >= pricing.SMALL_FLOP or k > LAUNCH_TILE_MAX_K or ceil_div(m, 64) * ceil_div(n, 64) > 2 * sms:
+        return []
+    return _launch_tile(shape)
+
+
+def _launch_tile(shape: tuple[int, int, int]) -> list[dict[str, Any]]:
     m, n, k = shape
     if k < LAUNCH_MIN_K or (m <= 64 and m * n < pricing.LAUNCH_WAVE_OUTPUTS):  # M = 64 measured from 64x2048
         return []
@@ -589,11 +595,12 @@ def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[di
     splitting the columns), on three such shapes it read 0.96-1.01 of best NVIDIA cold against 0.91-0.94 for the
     wgmma family's first prior (the clusters of two and 64x128 lower still), but 0.98-1.14 against 1.07-1.23 back to
     back; with M <= 256 or K = 4096 it trailed cold too, by 3-15%
-    (docs/benchmarks/data/raw_64row_tiles_h200_2026-11-26_bb7b004.json). It takes the launch prior's ping-pong and
-    alternating k order (`_launch_bound_prior`): on four output_bound shapes (K = 512) they read 2-6% above the
-    cooperative tile separated, 3-4% back to back, 1-3% in server mode (an eighth stage level); and from M = 256 below 2^31 FLOP, where the
-    tile lifted the first batch's best 7-18% separated and 6-14% in server mode on 256x2048x512 and 320x3072x256
-    (raw_output_bound_knobs_h200_2026-11-29_51198b5.json, launch_streaming_first_batch_ab_h200_2026-11-29_f20e66a.json).
+    (docs/benchmarks/data/raw_64row_tiles_h200_2026-11-26_bb7b004.json). It takes the launch tile's ping-pong and
+    alternating k order (`_launch_tile`): on four output_bound shapes (K = 512) they read 2-6% above the cooperative
+    tile separated, 3-4% back to back, 1-3% in server mode (an eighth stage level); and from M = 256 below 2^31 FLOP,
+    where the tile lifted the first batch's best 7-18% separated and 6-14% in server mode on 256x2048x512 and
+    320x3072x256 (raw_output_bound_knobs_h200_2026-11-29_51198b5.json,
+    launch_streaming_first_batch_ab_h200_2026-11-29_f20e66a.json).
     None where N is not a multiple of 8 (the TMA epilogue's rows), M is below 128 (the probes' shortest), or no tile
     fills the SMs: the kernel has no swapped operand order, so a small output leaves its grid empty."""
     m, n, k = shape
