@@ -51,6 +51,17 @@ def spec_for(shape: tuple, old: list, new: list) -> list[dict]:
     return list(entries.values())
 
 
+def listing(changed: list[tuple], show: int) -> list[str]:
+    """A line for each of the first `show` changed shapes (the slots whose candidates differ), then how many more."""
+    lines = []
+    for s, o, n in changed[:show]:
+        slots = [i for i in range(max(len(o), len(n))) if o[i:i + 1] != n[i:i + 1]]
+        lines.append(f"  {'x'.join(map(str, s))}: slots {slots} differ")
+    if len(changed) > show:
+        lines.append(f"  ... and {len(changed) - show} more (--show {len(changed)} lists them)")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("rev", help="the git revision to compare this working tree with")
@@ -77,9 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     changed = [(s, o, n) for s, o, n in zip(shapes, old, new) if o != n]
     print(f"{a.rev} -> working tree: {len(changed)} of {len(shapes)} first batches change "
           f"({len([c for c in changed if c[0] in held])} in a sample)")
-    for s, o, n in changed[: a.show]:
-        slots = [i for i in range(max(len(o), len(n))) if o[i:i + 1] != n[i:i + 1]]
-        print(f"  {'x'.join(map(str, s))}: slots {slots} differ")
+    for line in listing(changed, a.show):
+        print(line)
     if a.spec:
         outside = changed if a.shapes else [c for c in changed if c[0] not in held]
         step = max(1, len(outside) // max(a.pick, 1))

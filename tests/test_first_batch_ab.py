@@ -35,6 +35,15 @@ def test_the_64_row_split_moves_one_batch_slot_and_the_spec_times_both(tmp_path,
     assert hinted["old #0"].get("l2_evict_first", "none") == "none" != hinted["new #0"]["l2_evict_first"]
 
 
+def test_the_listing_names_the_moved_slots_and_counts_what_it_leaves_out():
+    listing = load_script("first_batch_ab").listing
+    a, b = ["wgmma", {"tile_m": 128}], ["raw", {"tile_m": 64}]
+    changed = [((64, 128, 1024), [a, a, b], [a, b, b]), ((128, 256, 512), [a], [a, b])]
+    assert listing(changed, 5) == ["  64x128x1024: slots [1] differ", "  128x256x512: slots [1] differ"]
+    assert listing(changed, 1) == ["  64x128x1024: slots [1] differ", "  ... and 1 more (--show 2 lists them)"]
+    assert listing([], 20) == []
+
+
 def test_an_empty_sample_and_an_unknown_revision_are_clear_errors():
     with pytest.raises(SystemExit, match="--sample must be at least 1"):
         load_script("first_batch_ab").main(["HEAD", "--sample", "0"])
