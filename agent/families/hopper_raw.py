@@ -591,10 +591,10 @@ def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[di
     every mode timed. Stores from registers read 9-13% lower, a 4-stage ring 5-22% lower than a 7-stage one
     (docs/benchmarks/data/raw_mid_tiles_h200_2026-11-26_b7ced70.json, raw_short_k_h200_2026-11-26_bb7eca8.json).
     From K = 256 to 2048 the ping-pong prior (`_pingpong_prior`) comes first and the cooperative tile of its width
-    drops out. Where no 128-row tile fills, M >= 512 and K <= 2048, a 64x64 tile: cooperative (its two consumers
-    splitting the columns), on three such shapes it read 0.96-1.01 of best NVIDIA cold against 0.91-0.94 for the
-    wgmma family's first prior (the clusters of two and 64x128 lower still), but 0.98-1.14 against 1.07-1.23 back to
-    back; with M <= 256 or K = 4096 it trailed cold too, by 3-15%
+    drops out. Where no 128-row tile fills, M >= 512 (256 below 2^31 FLOP) and K <= 2048, a 64x64 tile: cooperative
+    (its two consumers splitting the columns), on three such shapes it read 0.96-1.01 of best NVIDIA cold against
+    0.91-0.94 for the wgmma family's first prior (the clusters of two and 64x128 lower still), but 0.98-1.14 against
+    1.07-1.23 back to back; with M <= 256 or K = 4096 it trailed cold too, by 3-15%
     (docs/benchmarks/data/raw_64row_tiles_h200_2026-11-26_bb7b004.json). It takes the launch tile's ping-pong and
     alternating k order (`_launch_tile`): on four output_bound shapes (K = 512) they read 2-6% above the cooperative
     tile separated, 3-4% back to back, 1-3% in server mode (an eighth stage level); and from M = 256 below 2^31 FLOP,
@@ -620,8 +620,8 @@ def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[di
     return out[:2]
 
 
-# the shortest M of the 64x64 fallback tile (`_wave_filling_priors`): below LAUNCH_FLOP measured from 256, above it
-# trailing cold at 256 (256x2048x2048)
+# the shortest M of the 64x64 fallback tile (`_wave_filling_priors`): below LAUNCH_FLOP measured from 256; above it
+# the cooperative tile trailed cold at 256 (256x2048x2048, where `_launch_tile_beyond` now lists it for a slot)
 SIXTY_FOUR_MIN_M, SIXTY_FOUR_MIN_M_LAUNCH = 512, 256
 
 
