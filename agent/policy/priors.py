@@ -13,30 +13,38 @@ from agent.families import ARCHS, COLD_MODE, cold_twin, families, get, normal_pa
 # the size classes live beside the other problem-size boundaries, where the families' priors can test them too
 from agent.families.pricing import SIZE_CLASSES, size_class  # noqa: F401
 
+
 def family_shares(shape: tuple[int, int, int], arch: str, acc: str = "fp32") -> dict[str, float]:
     """Share of a fresh batch per family, before any measurement: each family's share of the shape's size class;
     a family that cannot run on `arch` hands its share to its ARCH_FALLBACK."""
     cls = size_class(shape, arch)
     fams = families()
+    listed: dict[tuple[str, str], bool] = {}
+
+    def lists(name: str, on: str) -> bool:  # each family's priors are asked for once per arch
+        if (name, on) not in listed:
+            listed[name, on] = bool(fams[name].priors(shape, acc, on))
+        return listed[name, on]
+
     shares = {name: float(mod.SHARES.get(cls, 0.0)) for name, mod in fams.items()}
     for name, mod in fams.items():
         # a family that lists no prior for the shape and accumulator where it runs knows no place to start there
         # (hopper_raw on a mid shape that none of its tiles fills, or at fp16): it gets no share and hands none on
         own = next((a for a in ARCHS if mod.runs_on(a)), arch)
-        if shares[name] > 0 and not mod.priors(shape, acc, own):
+        if shares[name] > 0 and not lists(name, own):
             shares[name] = 0.0
     for name, mod in fams.items():
         if not mod.runs_on(arch):
             fallback = getattr(mod, "ARCH_FALLBACK", None)
             # a fallback that lists no prior here cannot take the slots (hopper_raw's launch_wave prior on sm_80 at
             # K = 1000, where no ampere_cute tile runs)
-            if fallback and fams[fallback].priors(shape, acc, arch):
+            if fallback and lists(fallback, arch):
                 shares[fallback] += shares[name]
             shares[name] = 0.0
     if not any(shares.values()):
         # no family of the class can start here (a class that leaves families out, at an accumulator its families do
         # not list priors for): every family that runs here and lists priors gets an even share, so no batch is empty
-        shares = {name: float(mod.runs_on(arch) and bool(mod.priors(shape, acc, arch))) for name, mod in fams.items()}
+        shares = {name: float(mod.runs_on(arch) and lists(name, arch)) for name, mod in fams.items()}
     return shares
 
 
