@@ -388,6 +388,7 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
 # small's cluster split kept 128x128x1024, 1.345) and in server mode on four (0.95-0.98 against 0.78-0.90), 8-11%
 # behind on three (launch_bound_raw_prior_h200_2026-11-29_0e48400.json): a slot there too, beside small's first.
 LAUNCH_MIN_K = 512
+LAUNCH_TILE_KNOBS = {"schedule": "pingpong", "k_order": "alternate"}  # the campaign winners' (7-10% separated)
 # Beyond the launch classes, below SMALL_FLOP where hopper_raw lists no other prior (skinny outputs of K = 1024-3072,
 # M = 64 of K = 512-768) and up to two waves of it (a tile for each consumer warpgroup), the same tile: on 20 fresh
 # shapes and a sample shape (a quarter of a wave to 1.5 waves of it) its slot lifted the first batch's best 1-36%
@@ -410,8 +411,7 @@ def _launch_tile(shape: tuple[int, int, int]) -> list[dict[str, Any]]:
     m, n, k = shape
     if k < LAUNCH_MIN_K or (m <= 64 and m * n < pricing.LAUNCH_WAVE_OUTPUTS):  # M = 64 measured from 64x2048
         return []
-    base = {"tile_m": 64, "tile_n": 64, "group": 1, "acc": "fp32", "epi": "tma", "schedule": "pingpong",
-            "k_order": "alternate"}
+    base = {"tile_m": 64, "tile_n": 64, "group": 1, "acc": "fp32", "epi": "tma", **LAUNCH_TILE_KNOBS}
     kblocks = ceil_div(k, 64)
     for p in (_k_deep(base, kblocks, DOMAIN["stages"]), _k_deep(dict(base, epi="direct"), kblocks)):
         if feasible(p, shape, "sm_90a")[0]:  # N off the TMA store's 64-column sub-tiles: stored from registers
@@ -616,7 +616,7 @@ def _wave_filling_priors(shape: tuple[int, int, int], sms: int = 132) -> list[di
     out[:0] = _coop_176_first(shape, out, sms)
     rows64 = SIXTY_FOUR_MIN_M_LAUNCH if flop(shape) < pricing.LAUNCH_FLOP else SIXTY_FOUR_MIN_M
     if not out and m >= rows64 and k <= 2048 and pricing.wave_fill(ceil_div(m, 64) * ceil_div(n, 64), sms) >= WAVE_FILL:
-        out += _k_ring(64, 64, shape, schedule="pingpong", k_order="alternate")
+        out += _k_ring(64, 64, shape, **LAUNCH_TILE_KNOBS)
     return out[:2]
 
 
