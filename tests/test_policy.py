@@ -1454,21 +1454,23 @@ def test_the_launch_bound_top_gives_small_no_share():
     assert priors.size_class((512, 128, 512), "sm_90a") == "launch_bound" and below["small"] == below["ampere_cute"]
 
 
-@pytest.mark.parametrize("shape", [(256, 256, 512), (128, 512, 1024), (1024, 64, 512), (512, 64, 1024)])
+@pytest.mark.parametrize("shape", [(256, 256, 512), (128, 512, 1024), (1024, 64, 512), (512, 64, 1024),
+                                   (64, 1024, 512), (64, 1536, 768)])
 def test_launch_bound_shapes_of_k_512_give_hopper_raw_one_slot_beside_small_s_first(shape):
-    """Below 2^17 outputs from K = 512 (M > 64) hopper_raw's 64x64 tile led the first batch on six of seven shapes
-    (its slot goes to the streaming split where N <= 64 from K = 1024, 512x64x1024); small keeps a slot for its first
-    prior (its cluster split kept 128x128x1024), ampere_cute two."""
+    """Below 2^17 outputs from K = 512 (M = 64 from 2^16) hopper_raw's 64x64 tile led the first batch separated on
+    eight of nine shapes (its slot goes to the streaming split where N <= 64 from K = 1024, 512x64x1024); small keeps a
+    slot for its first prior (its cluster split kept 128x128x1024), ampere_cute two (its 32x32 kept server mode at
+    64x1024x512, 1.000 against the launch tile's 0.944)."""
     assert priors.size_class(shape, "sm_90a") == "launch_bound"
     batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], n=4, mode="offline")
     assert sorted(c.family for c in batch) == ["ampere_cute", "ampere_cute", "hopper_raw", "small"]
     assert batch[0].params == priors.priors("small", shape, "fp32", "sm_90a")[0]
 
 
-@pytest.mark.parametrize("shape", [(128, 128, 256), (64, 1024, 512)])
+@pytest.mark.parametrize("shape", [(128, 128, 256), (64, 512, 512)])
 def test_hopper_raw_stays_out_of_launch_bound_shapes_it_was_not_measured_on(shape):
-    """K < 512 (6-11% behind ampere_cute's 32x32), and M = 64 below 2^17 outputs and K = 1024 (no streaming view, and
-    one tile-row of the 64x64 tile measured from 64x2048): no prior, no share."""
+    """K < 512 (6-11% behind ampere_cute's 32x32), and M = 64 below 2^16 outputs and K = 1024 (no streaming view, and
+    the 64x64 tile's one tile-row measured from 64x1024): no prior, no share."""
     assert priors.priors("hopper_raw", shape, "fp32", "sm_90a") == []
     assert priors.family_shares(shape, "sm_90a")["hopper_raw"] == 0
 

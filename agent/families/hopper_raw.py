@@ -397,6 +397,11 @@ LAUNCH_TILE_KNOBS = {"schedule": "pingpong", "k_order": "alternate"}  # the camp
 # shapes timed (raw_launch_tile_beyond_h200_2026-11-29_e3f949f.json,
 # launch_tile_skinny_first_batch_ab_h200_2026-11-29_e6800c3.json)
 LAUNCH_TILE_MAX_K = 3072
+# M = 64 from 2^16 outputs (one tile-row of 16 CTAs up): on 64x1024x512 and 64x1536x768 the tile read 1.171 and 1.253
+# of best NVIDIA separated, 1.257 and 1.337 back to back, where the first batch (small's and ampere_cute's) read at
+# best 0.982 and 0.906 and 1.053 and 0.955; in server mode 0.944 and 0.979 against 1.000 and 0.899
+# (raw_launch_tile_edges_h200_2026-11-29_bdc1102.json). Below that not measured.
+LAUNCH_TILE_MIN_M64_OUTPUTS = 2 ** 16
 
 
 def _launch_tile_beyond(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
@@ -409,7 +414,7 @@ def _launch_tile_beyond(shape: tuple[int, int, int], sms: int = 132) -> list[dic
 
 def _launch_tile(shape: tuple[int, int, int]) -> list[dict[str, Any]]:
     m, n, k = shape
-    if k < LAUNCH_MIN_K or (m <= 64 and m * n < pricing.LAUNCH_WAVE_OUTPUTS):  # M = 64 measured from 64x2048
+    if k < LAUNCH_MIN_K or (m <= 64 and m * n < LAUNCH_TILE_MIN_M64_OUTPUTS):
         return []
     base = {"tile_m": 64, "tile_n": 64, "group": 1, "acc": "fp32", "epi": "tma", **LAUNCH_TILE_KNOBS}
     kblocks = ceil_div(k, 64)
