@@ -361,14 +361,14 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
             out[1:1] = _a_streaming_tile(shape)
         return out + (_launch_tile(shape) if launch else [])
     if launch:
-        return _launch_tile(shape)
+        return _launch_split(shape) + _launch_tile(shape)
     if flop(shape) >= LARGE_FLOP:
         return _listed_priors(shape)
     # the split after a tile that fills the SMs unsplit: at K = 4096 (256x4096, 4096x256) the listed 128x64 read 0.980
     # and 1.052 of best NVIDIA back to back where the split read 0.844 and 0.889
     # (docs/benchmarks/data/skinny_cluster_split_first_batch_ab_h200_2026-11-27_056c001.json)
     out = _wave_filling_priors(shape) + _cluster_split_prior(shape)
-    return out or _launch_tile_beyond(shape)
+    return out or _launch_split(shape) + _launch_tile_beyond(shape)
 
 
 # The launch-bound classes (below 2^31 FLOP and 2^19 outputs), from K = 512: a 64x64 tile with the deepest ring, a
@@ -410,6 +410,33 @@ def _launch_tile_beyond(shape: tuple[int, int, int], sms: int = 132) -> list[dic
     if flop(shape) >= pricing.SMALL_FLOP or k > LAUNCH_TILE_MAX_K or ceil_div(m, 64) * ceil_div(n, 64) > 2 * sms:
         return []
     return _launch_tile(shape)
+
+
+# Where the launch tile's grid holds at most a third of a wave (up to 39 tiles, the 3-CTA clusters that run at once)
+# from K = 2048, the same tile with K split over the largest cluster whose CTAs all run at once (3-6 CTAs, 96 of them
+# on the shapes timed) goes first: each CTA walks a third to a sixth of K, so three to six times the SMs stream the
+# operands. Without PDL on both, in the same rounds, it read 3-40% above the unsplit tile on all eleven shapes of
+# 16-32 tiles and K = 2048-4096, separated (0.99-1.09 of best NVIDIA against 0.74-0.97) and in server mode
+# (0.99-1.12 against 0.74-0.96); at K = 1024 (32 tiles) 6-8% below, and over 2-CTA clusters (48 tiles) level or
+# 3% below (raw_launch_tile_cold_split_h200_2026-11-29_af0cbb9.json). Over 64 tiles in 2-CTA clusters it read
+# 5-15% below the tile in server mode (raw_mid_cluster_split_h200_2026-11-29_af0cbb9.json).
+LAUNCH_SPLIT_MIN_K = 2048
+LAUNCH_SPLIT_MIN_CK = 3
+
+
+def _launch_split(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
+    """The launch tile split over a cluster where its grid holds few tiles from LAUNCH_SPLIT_MIN_K (see above)."""
+    m, n, k = shape
+    tiles, kb = ceil_div(m, 64) * ceil_div(n, 64), ceil_div(k, 64)
+    if not LAUNCH_SPLIT_MIN_K <= k < CLUSTER_SPLIT_MIN_K or flop(shape) >= pricing.SMALL_FLOP or not in_16_byte_rows(n, k):
+        return []
+    ck = max((c for c in range(LAUNCH_SPLIT_MIN_CK, max(CLUSTER_FIT_132) + 1)
+              if _split_runs_at_once(tiles, kb, c, sms)), default=0)
+    if not ck or tiles * ck < CLUSTER_SPLIT_MIN_FILL * sms:
+        return []
+    base = {"tile_m": 64, "tile_n": 64, "group": 1, "acc": "fp32", "epi": "direct", "cluster_k": ck}
+    p = _k_deep(base, ceil_div(kb, ck), DOMAIN["stages"])
+    return [p] if feasible(p, shape, "sm_90a")[0] else []
 
 
 def _launch_tile(shape: tuple[int, int, int]) -> list[dict[str, Any]]:
