@@ -1467,6 +1467,35 @@ def test_launch_bound_shapes_of_k_512_give_hopper_raw_one_slot_beside_small_s_fi
     assert batch[0].params == priors.priors("small", shape, "fp32", "sm_90a")[0]
 
 
+@pytest.mark.parametrize("shape,ck", [((128, 1024, 2048), 3), ((1024, 128, 2048), 3), ((256, 256, 2048), 6),
+                                      ((128, 512, 4096), 6), ((512, 256, 4096), 3), ((128, 768, 2048), 4),
+                                      ((384, 256, 2560), 4)])
+def test_the_launch_tile_on_a_third_of_a_wave_from_k_2048_is_split_over_a_cluster_first(shape, ck):
+    """Up to 39 tiles of 64x64 from K = 2048: the same tile split over the largest cluster whose CTAs all run at once
+    (96 CTAs here) holds hopper_raw's slot of the first batch; 3-40% above the unsplit tile separated and in server
+    mode on eleven shapes, and the first batch's best +8% separated, +11% server, +12% back to back on eleven more."""
+    from agent.families import hopper_raw
+
+    ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
+    assert (ps[0]["tile_m"], ps[0]["tile_n"], ps[0]["cluster_k"], ps[0]["epi"]) == (64, 64, ck, "direct")
+    tiles = math.ceil(shape[0] / 64) * math.ceil(shape[1] / 64)
+    assert tiles * ck == 96 and tiles <= hopper_raw.cluster_k_fit(ck, 132) < tiles * 2
+    assert hopper_raw.cluster_k_fit(ck + 1, 132) < tiles  # the largest cluster that fits
+    assert ps[0]["stages"] <= math.ceil(shape[2] / 64 / ck)  # no deeper than a CTA's k-blocks
+    if shape[2] <= hopper_raw.LAUNCH_TILE_MAX_K:  # the unsplit tile comes second
+        assert ps[1]["schedule"] == "pingpong" and not ps[1].get("cluster_k")
+    batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], n=4, mode="offline")
+    assert [full_params("hopper_raw", c.params)["cluster_k"] for c in batch if c.family == "hopper_raw"] == [ck]
+
+
+@pytest.mark.parametrize("shape", [(128, 1024, 1024), (384, 512, 2048), (128, 2048, 2048), (128, 512, 8192)])
+def test_the_launch_tile_is_not_split_at_k_1024_nor_over_2_cta_clusters(shape):
+    """K = 1024 (the split 6-8% below the tile), 48 tiles (2-CTA clusters: level or 3% below), 64 tiles (5-15% below
+    in server mode); from K = 8192 the skinny split of `_cluster_split_prior` takes over."""
+    ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
+    assert not any(p.get("cluster_k", 1) > 1 and (p["tile_m"], p["tile_n"]) == (64, 64) for p in ps)
+
+
 @pytest.mark.parametrize("shape", [(128, 128, 256), (64, 512, 512)])
 def test_hopper_raw_stays_out_of_launch_bound_shapes_it_was_not_measured_on(shape):
     """K < 512 (6-11% behind ampere_cute's 32x32), and M = 64 below 2^16 outputs and K = 1024 (no streaming view, and
