@@ -413,13 +413,13 @@ def _launch_tile_beyond(shape: tuple[int, int, int], sms: int = 132) -> list[dic
 
 
 # Where the launch tile's grid holds at most a third of a wave (up to 39 tiles, the 3-CTA clusters that run at once)
-# from K = 2048, the same tile with K split over the largest cluster whose CTAs all run at once (3-6 CTAs, 96 of them
+# from K = 2048 (up to the skinny split's CLUSTER_SPLIT_MIN_K, below SMALL_FLOP), the same tile with K split over the largest cluster whose CTAs all run at once (3-6 CTAs, 96 of them
 # on the shapes timed) goes first: each CTA walks a third to a sixth of K, so three to six times the SMs stream the
 # operands. Without PDL on both, in the same rounds, it read 3-40% above the unsplit tile on all eleven shapes of
 # 16-32 tiles and K = 2048-4096, separated (0.99-1.09 of best NVIDIA against 0.74-0.97) and in server mode
-# (0.99-1.12 against 0.74-0.96); at K = 1024 (32 tiles) 6-8% below, and over 2-CTA clusters (48 tiles) level or
+# (0.99-1.12 against 0.74-0.96); at K = 1024 (32 tiles) 5-8% below, and over 2-CTA clusters (48 tiles) level or
 # 3% below (raw_launch_tile_cold_split_h200_2026-11-29_af0cbb9.json). Over 64 tiles in 2-CTA clusters it read
-# 5-15% below the tile in server mode (raw_mid_cluster_split_h200_2026-11-29_af0cbb9.json).
+# 2-12% below the tile (with PDL) in server mode (raw_mid_cluster_split_h200_2026-11-29_af0cbb9.json).
 LAUNCH_SPLIT_MIN_K = 2048
 LAUNCH_SPLIT_MIN_CK = 3
 
@@ -428,7 +428,8 @@ def _launch_split(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str,
     """The launch tile split over a cluster where its grid holds few tiles from LAUNCH_SPLIT_MIN_K (see above)."""
     m, n, k = shape
     tiles, kb = ceil_div(m, 64) * ceil_div(n, 64), ceil_div(k, 64)
-    if not LAUNCH_SPLIT_MIN_K <= k < CLUSTER_SPLIT_MIN_K or flop(shape) >= pricing.SMALL_FLOP or not in_16_byte_rows(n, k):
+    if not (LAUNCH_SPLIT_MIN_K <= k < CLUSTER_SPLIT_MIN_K and flop(shape) < pricing.SMALL_FLOP
+            and in_16_byte_rows(n, k)):
         return []
     ck = max((c for c in range(LAUNCH_SPLIT_MIN_CK, max(CLUSTER_FIT_132) + 1)
               if _split_runs_at_once(tiles, kb, c, sms)), default=0)
