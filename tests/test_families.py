@@ -721,6 +721,9 @@ GPU_SAMPLES = [
     ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=64, stages=14, epi="direct", cluster_k=3, pdl=True),
      (64, 1000, 1000)),
     ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=32, stages=16, epi="direct", cluster_k=2), (40, 1000, 2000)),
+    # the launch tile split over a cluster of 6 (`_launch_split`): 16 tiles on four ragged tile-rows and columns, 33
+    # k-blocks (the last partial) over 6 CTAs
+    ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=64, stages=6, epi="direct", cluster_k=6, pdl=True), (200, 248, 2056)),
     # M below the tile and not a multiple of 8: A's box takes 16 rows, the rest of the 64 stale; TMA stores
     ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=64, stages=12, pdl=True), (12, 1000, 1000)),
     # operands swapped for N <= 64 (C^T = B^T A^T, stored transposed): N short of the tile and not a multiple of 8, M
