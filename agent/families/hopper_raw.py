@@ -413,13 +413,16 @@ def _launch_tile_beyond(shape: tuple[int, int, int], sms: int = 132) -> list[dic
 
 
 # Where the launch tile's grid holds at most a third of a wave (up to 39 tiles, the 3-CTA clusters that run at once)
-# from K = 2048 (up to the skinny split's CLUSTER_SPLIT_MIN_K, below SMALL_FLOP), the same tile with K split over the largest cluster whose CTAs all run at once (3-6 CTAs, 96 of them
-# on the shapes timed) goes first: each CTA walks a third to a sixth of K, so three to six times the SMs stream the
-# operands. Without PDL on both, in the same rounds, it read 3-40% above the unsplit tile on all eleven shapes of
-# 16-32 tiles and K = 2048-4096, separated (0.99-1.09 of best NVIDIA against 0.74-0.97) and in server mode
-# (0.99-1.12 against 0.74-0.96); at K = 1024 (32 tiles) 5-8% below, and over 2-CTA clusters (48 tiles) level or
-# 3% below (raw_launch_tile_cold_split_h200_2026-11-29_af0cbb9.json). Over 64 tiles in 2-CTA clusters it read
-# 2-12% below the tile (with PDL) in server mode (raw_mid_cluster_split_h200_2026-11-29_af0cbb9.json).
+# from K = 2048 (up to the skinny split's CLUSTER_SPLIT_MIN_K, below SMALL_FLOP), the same tile with K split over
+# the largest cluster whose CTAs all run at once (3-6 CTAs, 96 of them on the shapes timed) goes first: each CTA
+# walks a third to a sixth of K, so three to six times the SMs stream the operands. Without PDL on both, in the same
+# rounds, it read 3-40% above the unsplit tile on all eleven shapes of 16-32 tiles and K = 2048-4096, separated
+# (0.99-1.09 of best NVIDIA against 0.74-0.97) and in server mode (0.99-1.12 against 0.74-0.96); at K = 1024 (32
+# tiles) 5-8% below, and over 2-CTA clusters (48 tiles) level or 3% below
+# (raw_launch_tile_cold_split_h200_2026-11-29_af0cbb9.json). Over 64 tiles in 2-CTA clusters it read 2-12% below the
+# tile (with PDL) in server mode (raw_mid_cluster_split_h200_2026-11-29_af0cbb9.json). As the first batch's slot
+# (PDL on, as the policy launches it) it lifted the batch's best 8% separated, 11% in server mode and 12% back to back
+# on eleven shapes (launch_split_first_batch_ab_h200_2026-11-29_97aa4f4.json).
 LAUNCH_SPLIT_MIN_K = 2048
 LAUNCH_SPLIT_MIN_CK = 3
 
