@@ -424,7 +424,7 @@ def _launch_tile_beyond(shape: tuple[int, int, int], sms: int = 132) -> list[dic
 # (PDL on, as the policy launches it) it lifted the batch's best 8% separated, 11% in server mode and 12% back to back
 # on eleven shapes (launch_split_first_batch_ab_h200_2026-11-29_97aa4f4.json).
 LAUNCH_SPLIT_MIN_K = 2048
-LAUNCH_SPLIT_MIN_CK = 3
+LAUNCH_SPLIT_CK = (3, 6)  # cluster sizes, as timed (7 and 8 were not; in the skinny split 6-8 read 7-10% below 5)
 
 
 def _launch_split(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
@@ -434,8 +434,8 @@ def _launch_split(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str,
     if not (LAUNCH_SPLIT_MIN_K <= k < CLUSTER_SPLIT_MIN_K and flop(shape) < pricing.SMALL_FLOP
             and in_16_byte_rows(n, k)):
         return []
-    ck = max((c for c in range(LAUNCH_SPLIT_MIN_CK, max(CLUSTER_FIT_132) + 1)
-              if _split_runs_at_once(tiles, kb, c, sms)), default=0)
+    ck = max((c for c in range(LAUNCH_SPLIT_CK[0], LAUNCH_SPLIT_CK[1] + 1) if _split_runs_at_once(tiles, kb, c, sms)),
+             default=0)
     if not ck or tiles * ck < CLUSTER_SPLIT_MIN_FILL * sms:
         return []
     base = {"tile_m": 64, "tile_n": 64, "group": 1, "acc": "fp32", "epi": "direct", "cluster_k": ck}
