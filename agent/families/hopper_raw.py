@@ -429,18 +429,11 @@ LAUNCH_SPLIT_CK = (3, 6)  # cluster sizes, as timed (7 and 8 were not; in the sk
 
 def _launch_split(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
     """The launch tile split over a cluster where its grid holds few tiles from LAUNCH_SPLIT_MIN_K (see above)."""
-    m, n, k = shape
-    tiles, kb = ceil_div(m, 64) * ceil_div(n, 64), ceil_div(k, 64)
+    _, n, k = shape
     if not (LAUNCH_SPLIT_MIN_K <= k < CLUSTER_SPLIT_MIN_K and flop(shape) < pricing.SMALL_FLOP
             and in_16_byte_rows(n, k)):
         return []
-    ck = max((c for c in range(LAUNCH_SPLIT_CK[0], LAUNCH_SPLIT_CK[1] + 1) if _split_runs_at_once(tiles, kb, c, sms)),
-             default=0)
-    if not ck or tiles * ck < CLUSTER_SPLIT_MIN_FILL * sms:
-        return []
-    base = {"tile_m": 64, "tile_n": 64, "group": 1, "acc": "fp32", "epi": "direct", "cluster_k": ck}
-    p = _k_deep(base, ceil_div(kb, ck), DOMAIN["stages"])
-    return [p] if feasible(p, shape, "sm_90a")[0] else []
+    return _tile_split(shape, 64, 64, range(LAUNCH_SPLIT_CK[0], LAUNCH_SPLIT_CK[1] + 1), sms)
 
 
 def _launch_tile(shape: tuple[int, int, int]) -> list[dict[str, Any]]:
@@ -492,20 +485,23 @@ def _cluster_split_prior(shape: tuple[int, int, int], sms: int = 132) -> list[di
     128x128 led on all four shapes timed in every cluster that fits (here and cluster_k_sizes)."""
     if not cluster_splits(shape):
         return []
+    tn = 64 if shape[0] <= 128 else 128
+    return [p for tm in ((64, 128) if _spans_n(shape) else (128,))
+            for p in _tile_split(shape, tm, tn, range(2, CLUSTER_SPLIT_MAX_CK + 1), sms)]
+
+
+def _tile_split(shape: tuple[int, int, int], tm: int, tn: int, sizes: range, sms: int) -> list[dict[str, Any]]:
+    """tm x tn tiles with K split over the largest cluster of `sizes` whose CTAs all run at once (clusters that all
+    run at once hold at most `sms` CTAs, CLUSTER_FIT_132), filling CLUSTER_SPLIT_MIN_FILL of the SMs or more, stored
+    from registers with the deepest ring that fits: [that config], or [] where none fills or it does not run."""
     m, n, k = shape
-    tn = 64 if m <= 128 else 128
-    kb, out = ceil_div(k, 64), []
-    for tm in ((64, 128) if _spans_n(shape) else (128,)):
-        tiles = ceil_div(m, tm) * ceil_div(n, tn)
-        # clusters that all run at once hold at most `sms` CTAs (CLUSTER_FIT_132)
-        ck = max((c for c in range(2, CLUSTER_SPLIT_MAX_CK + 1) if _split_runs_at_once(tiles, kb, c, sms)), default=0)
-        if tiles * ck < CLUSTER_SPLIT_MIN_FILL * sms:
-            continue
-        base = {"tile_m": tm, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct", "cluster_k": ck}
-        p = _k_deep(base, ceil_div(kb, ck), DOMAIN["stages"])
-        if feasible(p, shape, "sm_90a")[0]:
-            out.append(p)
-    return out
+    tiles, kb = ceil_div(m, tm) * ceil_div(n, tn), ceil_div(k, 64)
+    ck = max((c for c in sizes if _split_runs_at_once(tiles, kb, c, sms)), default=0)
+    if tiles * ck < CLUSTER_SPLIT_MIN_FILL * sms:
+        return []
+    base = {"tile_m": tm, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct", "cluster_k": ck}
+    p = _k_deep(base, ceil_div(kb, ck), DOMAIN["stages"])
+    return [p] if feasible(p, shape, "sm_90a")[0] else []
 
 
 def _spans_n(shape: tuple[int, int, int]) -> bool:
