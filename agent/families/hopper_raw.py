@@ -19,6 +19,9 @@ TEMPLATE = "hopper_raw.cu.j2"
 # candidate that names the lookup itself, and the build links no libcuda to call it directly)
 NEEDS_CUTLASS = True
 
+# tile widths between 64 and 128 for one-wave grids (_one_wave_tile): priors and sweeps only, so that the search's
+# one-knob moves from 64 and 128 stay what they were
+ONE_WAVE_N = (80, 96, 112)
 DOMAIN: dict[str, tuple] = {
     # two consumer warpgroups of tile_m/2 rows, one or two m64 wgmma atoms each; at 64 rows both take every row and
     # half the columns each (sweeps and priors only: _wave_filling_priors from M = 512, _streaming_priors to M = 64,
@@ -26,7 +29,7 @@ DOMAIN: dict[str, tuple] = {
     "tile_m": (64, 128, 256),
     # 32: a 64-row tile only (each consumer an m64n16 atom), for M <= 64, where NVIDIA streams B through one kernel of
     # 64 CTAs of 32 columns (docs/benchmarks/data/dev_ncu_h100_2026-11-26_a1259ae/summary.md); sweeps and priors only
-    "tile_n": (32, 64, 128, 144, 160, 176, 192, 208, 224, 240, 256),
+    "tile_n": (32, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256),
     # deeper than 7 for sweeps and _streaming_priors only: a 64-row tile's stage is 12-24 KB, and a skinny M streams B
     # through the ring
     "stages": tuple(range(2, 17)),
@@ -82,7 +85,7 @@ DOMAIN: dict[str, tuple] = {
 # priors of M <= 64 (_streaming_priors); swap_ab is left out (a search never moves it), so that the knob distances of
 # the shapes it does not serve are those they were measured with.
 SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k not in ("cluster_k", "swap_ab")},
-                                   "tile_m": (128, 256), "tile_n": tuple(t for t in DOMAIN["tile_n"] if t > 32),
+                                   "tile_m": (128, 256), "tile_n": tuple(t for t in DOMAIN["tile_n"] if t > 32 and t not in ONE_WAVE_N),
                                    "stages": tuple(range(2, 8)),
                                    "l2_evict_first": ("none", "c", "bc"), "grid": ("full", "even")}
 # ping-pong (schedule) is a search knob where a 128-row tile is: the priors of K = 256-2048 start from it
