@@ -371,7 +371,7 @@ def priors(shape: tuple[int, int, int], acc: str, arch: str = "sm_90a", mode: st
     # and 1.052 of best NVIDIA back to back where the split read 0.844 and 0.889
     # (docs/benchmarks/data/skinny_cluster_split_first_batch_ab_h200_2026-11-27_056c001.json)
     out = _wave_filling_priors(shape) + _cluster_split_prior(shape)
-    return out or _launch_split(shape) + _launch_tile_beyond(shape)
+    return out or _launch_split(shape) + (_one_wave_tiles(shape) or _launch_tile_beyond(shape))
 
 
 # The launch-bound classes (below 2^31 FLOP and 2^19 outputs), from K = 512: a 64x64 tile with the deepest ring, a
@@ -413,6 +413,42 @@ def _launch_tile_beyond(shape: tuple[int, int, int], sms: int = 132) -> list[dic
     if flop(shape) >= pricing.SMALL_FLOP or k > LAUNCH_TILE_MAX_K or ceil_div(m, 64) * ceil_div(n, 64) > 2 * sms:
         return []
     return _launch_tile(shape)
+
+
+# Mid shapes where the launch tile's grid takes more than one wave and no 128-row tile fills (most of them off the 128
+# grid, 2^31-2^34 FLOP): NVIDIA's kernels there run one wave of odd tiles (96x64, 104x64, 64x136 and 128x64 with
+# the sides swapped; Nsight Compute, data/wave_quantized_mid_ncu_h200_2026-11-29_270c6fd/), where ours ran the
+# 64x64 tile over 1.1-2 waves at 0.50-0.85 of best NVIDIA. A one-wave grid's k-block takes the longer of one CTA's
+# MMAs (rows x columns) and the whole grid's operand reads from L2 (CTAs x (rows + columns)): a 64x96 grid of 96
+# CTAs read operands at about 9 TB/s. Weighing the first by ONE_WAVE_MMA_WEIGHT against the second ranks the
+# 128-row tile and the 64-row tiles of ONE_WAVE_WIDTHS that fit one wave; on ten such shapes (K = 1472-6272) its
+# first pick was the best hopper_raw tile timed on nine and 4% below it on the tenth, 0.63-1.06 of best NVIDIA
+# separated where the 64x64 tile read 0.50-0.85 (raw_one_wave_tiles_h200_2026-11-29_b6189d8.json). 64-row widths
+# that are multiples of 64 read far below their neighbours on the same grid (64x128 0.72 where 64x112 read 0.98,
+# 64x192 0.58 where 64x176 read 0.91), unexplained, so they are not listed.
+ONE_WAVE_WIDTHS = (80, 96, 112, 144, 160, 176)
+ONE_WAVE_MMA_WEIGHT = 2.2  # fitted on those ten shapes
+ONE_WAVE_K = (1024, 8192)  # timed from 1472 to 6272
+
+
+def _one_wave_tiles(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
+    """Where the 64x64 grid takes more than a wave (M >= 128, K in ONE_WAVE_K): the two one-wave tiles of the
+    shortest k-block by the measure above, the shorter first."""
+    m, n, k = shape
+    if m < 128 or not ONE_WAVE_K[0] <= k < ONE_WAVE_K[1] or ceil_div(m, 64) * ceil_div(n, 64) <= sms:
+        return []
+    fits = [(128, tn) for tn in (64, *ONE_WAVE_WIDTHS) if ceil_div(m, 128) * ceil_div(n, tn) <= sms][:1]
+    fits += [(64, tn) for tn in ONE_WAVE_WIDTHS if ceil_div(m, 64) * ceil_div(n, tn) <= sms]
+    ranked = []
+    for tm, tn in fits:
+        base = {"tile_m": tm, "tile_n": tn, "group": 1, "acc": "fp32", "schedule": "cooperative"}
+        for epi in (("tma", "direct") if tm == 128 else ("direct",)):
+            p = _k_deep(dict(base, epi=epi), ceil_div(k, 64), DOMAIN["stages"])
+            if feasible(p, shape, "sm_90a")[0]:
+                reads = ceil_div(m, tm) * ceil_div(n, tn) * (tm + tn)
+                ranked.append((max(ONE_WAVE_MMA_WEIGHT * tm * tn, reads), tm, tn, p))
+                break
+    return [p for *_, p in sorted(ranked, key=lambda t: t[:3])[:2]]
 
 
 # Where the launch tile's grid holds at most a third of a wave (up to 39 tiles, the 3-CTA clusters that run at once)
