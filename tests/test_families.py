@@ -724,6 +724,11 @@ GPU_SAMPLES = [
     # the launch tile split over a cluster of 6 (`_launch_split`): 16 tiles on four ragged tile-rows and columns, 33
     # k-blocks (the last partial) over 6 CTAs
     ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=64, stages=6, epi="direct", cluster_k=6, pdl=True), (200, 248, 2056)),
+    # a one-wave tile (`_one_wave_tiles`): 64 rows by 112 columns, each consumer an m64n56 atom over half of them;
+    # ragged rows, the last tile-column 8 wide, K not a multiple of 64
+    ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=112, stages=10, epi="direct", pdl=True), (1000, 344, 1480)),
+    # its 128-row twin with a 16-column TMA tail (80 = 64 + 16) on N off the tile
+    ("hopper_raw", dict(RAW_OK, tile_m=128, tile_n=80, stages=7, pdl=True), (360, 1208, 1472)),
     # M below the tile and not a multiple of 8: A's box takes 16 rows, the rest of the 64 stale; TMA stores
     ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=64, stages=12, pdl=True), (12, 1000, 1000)),
     # operands swapped for N <= 64 (C^T = B^T A^T, stored transposed): N short of the tile and not a multiple of 8, M
