@@ -978,7 +978,7 @@ def test_a_32_wide_prior_mutates_to_its_neighbours_but_the_search_draws_no_32_wi
     ((256, 2048, 2048), [(64, 64, 12)]),  # no 128-row tile fills: the launch tile (`_launch_tile`)
     ((2048, 128, 1024), [(64, 64, 12)]),  # 16x2 tiles of 128x64: the launch tile
     ((384, 1024, 4096), []),  # the launch tile read 6-21% below the first batch at K = 4096
-    ((168, 9984, 1344), []),  # 3.5 waves of the launch tile: beyond a tile for each consumer
+    ((168, 9984, 1344), [(128, 160, 5)]),  # 3.5 waves of the launch tile: one wave of 128x160 (`_one_wave_tiles`)
     ((256, 1024, 64), []),
     ((1024, 1004, 1024), [(64, 64, 7)]),  # N not a multiple of 8: the launch tile stored from registers
 ])
@@ -1720,3 +1720,44 @@ def test_a_listed_split_prior_keeps_its_slot_however_the_model_prices_it(shape):
     assert costmodel.estimate_us("hopper_wgmma", first, shape, "sm_90a") > 1.5 * fastest
     batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], n=4)
     assert canonical(first) in {canonical(c.params) for c in batch if c.family == "hopper_wgmma"}
+
+
+@pytest.mark.parametrize("shape,first", [((768, 760, 3072), (64, 96)), ((1368, 488, 3008), (128, 64)),
+                                         ((2104, 336, 2432), (64, 112)), ((360, 3432, 1472), (128, 80)),
+                                         ((2272, 488, 6272), (64, 176))])
+def test_mid_shapes_whose_64x64_grid_passes_a_wave_start_from_one_wave_of_odd_tiles(shape, first):
+    """No 128-row tile fills and 64x64 tiles take 1.1-2 waves: NVIDIA runs one wave of 96x64-like tiles there. The
+    pick is the one each probe shape read best of the one-wave tiles timed (0.91-1.06 of best NVIDIA against
+    0.59-0.81 for the 64x64 tile); it replaces that tile and holds hopper_raw's slot of the first batch."""
+    from agent.families import hopper_raw
+
+    ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
+    assert len(ps) == 2 and (ps[0]["tile_m"], ps[0]["tile_n"]) == first
+    for p in ps:
+        assert math.ceil(shape[0] / p["tile_m"]) * math.ceil(shape[1] / p["tile_n"]) <= 132  # one wave
+        assert not p.get("cluster_k") and p["schedule"] == "cooperative"
+        assert p["tile_m"] == 128 or p["tile_n"] % 64  # no 64-row tile 128 or 192 wide (measured far below)
+        assert hopper_raw.feasible(p, shape, "sm_90a")[0]
+    batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], n=4, mode="offline")
+    raw = [c.params for c in batch if c.family == "hopper_raw"]
+    assert raw and (raw[0]["tile_m"], raw[0]["tile_n"]) == first
+
+
+@pytest.mark.parametrize("shape", [(512, 1000, 2048), (768, 760, 512), (768, 760, 8192), (96, 3000, 2048),
+                                   (1024, 2048, 2048)])
+def test_one_wave_tiles_stay_where_they_were_measured(shape):
+    """Not where the 64x64 grid takes a wave or less (8x16 tiles), below K = 1024 or from K = 8192 (timed at
+    1472-7616), below M = 128, nor where a 128-row tile fills the SMs (hopper_raw's mid priors: 128 tiles of 128x128)."""
+    from agent.families import hopper_raw
+
+    assert not any(p["tile_n"] in hopper_raw.ONE_WAVE_ONLY_N for p in priors.priors("hopper_raw", shape, "fp32",
+                                                                                     "sm_90a"))
+    assert hopper_raw._one_wave_tiles(shape) == [] or hopper_raw._wave_filling_priors(shape)  # 128x128: 0.97
+
+
+def test_one_wave_widths_stay_out_of_the_search():
+    """80-112 wide tiles are for priors and sweeps: the search's one-knob moves from 64 and 128 stay as measured."""
+    from agent.families import hopper_raw
+
+    assert not set(hopper_raw.ONE_WAVE_ONLY_N) & set(hopper_raw.SEARCH_DOMAIN["tile_n"])
+    assert set(hopper_raw.ONE_WAVE_ONLY_N) <= set(hopper_raw.DOMAIN["tile_n"])

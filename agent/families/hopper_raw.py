@@ -19,9 +19,9 @@ TEMPLATE = "hopper_raw.cu.j2"
 # candidate that names the lookup itself, and the build links no libcuda to call it directly)
 NEEDS_CUTLASS = True
 
-# tile widths between 64 and 128 for one-wave grids (_one_wave_tile): priors and sweeps only, so that the search's
+# tile widths between 64 and 128 for one-wave grids (_one_wave_tiles): priors and sweeps only, so that the search's
 # one-knob moves from 64 and 128 stay what they were
-ONE_WAVE_N = (80, 96, 112)
+ONE_WAVE_ONLY_N = (80, 96, 112)
 DOMAIN: dict[str, tuple] = {
     # two consumer warpgroups of tile_m/2 rows, one or two m64 wgmma atoms each; at 64 rows both take every row and
     # half the columns each (sweeps and priors only: _wave_filling_priors from M = 512, _streaming_priors to M = 64,
@@ -85,7 +85,8 @@ DOMAIN: dict[str, tuple] = {
 # priors of M <= 64 (_streaming_priors); swap_ab is left out (a search never moves it), so that the knob distances of
 # the shapes it does not serve are those they were measured with.
 SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k not in ("cluster_k", "swap_ab")},
-                                   "tile_m": (128, 256), "tile_n": tuple(t for t in DOMAIN["tile_n"] if t > 32 and t not in ONE_WAVE_N),
+                                   "tile_m": (128, 256),
+                                   "tile_n": tuple(t for t in DOMAIN["tile_n"] if t > 32 and t not in ONE_WAVE_ONLY_N),
                                    "stages": tuple(range(2, 8)),
                                    "l2_evict_first": ("none", "c", "bc"), "grid": ("full", "even")}
 # ping-pong (schedule) is a search knob where a 128-row tile is: the priors of K = 256-2048 start from it
@@ -421,12 +422,15 @@ def _launch_tile_beyond(shape: tuple[int, int, int], sms: int = 132) -> list[dic
 # 64x64 tile over 1.1-2 waves at 0.50-0.85 of best NVIDIA. A one-wave grid's k-block takes the longer of one CTA's
 # MMAs (rows x columns) and the whole grid's operand reads from L2 (CTAs x (rows + columns)): a 64x96 grid of 96
 # CTAs read operands at about 9 TB/s. Weighing the first by ONE_WAVE_MMA_WEIGHT against the second ranks the
-# 128-row tile and the 64-row tiles of ONE_WAVE_WIDTHS that fit one wave; on ten such shapes (K = 1472-6272) its
-# first pick was the best hopper_raw tile timed on nine and 4% below it on the tenth, 0.63-1.06 of best NVIDIA
-# separated where the 64x64 tile read 0.50-0.85 (raw_one_wave_tiles_h200_2026-11-29_b6189d8.json). 64-row widths
-# that are multiples of 64 read far below their neighbours on the same grid (64x128 0.72 where 64x112 read 0.98,
-# 64x192 0.58 where 64x176 read 0.91), unexplained, so they are not listed.
-ONE_WAVE_WIDTHS = (80, 96, 112, 144, 160, 176)
+# 128-row tile and the 64-row tiles of ONE_WAVE_WIDTHS that fit one wave. On ten such shapes (K = 1472-6272) the
+# best of them read 0.63-1.06 of best NVIDIA separated where the 64x64 tile read 0.50-0.85; the first pick was the
+# best hopper_raw tile timed on seven of the eight where it was timed, 0.6% below it on the eighth
+# (raw_one_wave_tiles_h200_2026-11-29_b6189d8.json). As the first batch's slot on ten fresh shapes the batch's best
+# rose 10% separated, 12% in server mode and 11% back to back, none lower
+# (one_wave_first_batch_ab_h200_2026-11-29_c583f8f.json). 64-row widths that are multiples of 64 read far below
+# their neighbours on the same grid (64x128 0.72 where 64x112 read 0.98, 64x192 0.58 where 64x176 read 0.91),
+# unexplained, so they are not listed.
+ONE_WAVE_WIDTHS = (*ONE_WAVE_ONLY_N, 144, 160, 176)
 ONE_WAVE_MMA_WEIGHT = 2.2  # fitted on those ten shapes
 ONE_WAVE_K = (1024, 8192)  # timed from 1472 to 6272
 
