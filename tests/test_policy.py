@@ -978,7 +978,7 @@ def test_a_32_wide_prior_mutates_to_its_neighbours_but_the_search_draws_no_32_wi
     ((256, 2048, 2048), [(64, 64, 12)]),  # no 128-row tile fills: the launch tile (`_launch_tile`)
     ((2048, 128, 1024), [(64, 64, 12)]),  # 16x2 tiles of 128x64: the launch tile
     ((384, 1024, 4096), []),  # the launch tile read 6-21% below the first batch at K = 4096
-    ((168, 9984, 1344), [(128, 160, 5)]),  # 3.5 waves of the launch tile: one wave of 128x160 (`_one_wave_tiles`)
+    ((168, 9984, 1344), []),  # 3.5 waves of the launch tile; K below the one-wave tiles' 1472
     ((256, 1024, 64), []),
     ((1024, 1004, 1024), [(64, 64, 7)]),  # N not a multiple of 8: the launch tile stored from registers
 ])
@@ -1743,11 +1743,12 @@ def test_mid_shapes_whose_64x64_grid_passes_a_wave_start_from_one_wave_of_odd_ti
     assert raw and (raw[0]["tile_m"], raw[0]["tile_n"]) == first
 
 
-@pytest.mark.parametrize("shape", [(512, 1000, 2048), (768, 760, 512), (768, 760, 8192), (96, 3000, 2048),
+@pytest.mark.parametrize("shape", [(512, 1000, 2048), (768, 760, 1344), (768, 760, 8192), (96, 3000, 2048),
                                    (1024, 2048, 2048)])
 def test_one_wave_tiles_stay_where_they_were_measured(shape):
-    """Not where the 64x64 grid takes a wave or less (8x16 tiles), below K = 1024 or from K = 8192 (timed at
-    1472-7616), below M = 128, nor where a 128-row tile fills the SMs (hopper_raw's mid priors: 128 tiles of 128x128)."""
+    """Not where the 64x64 grid takes a wave or less (8x16 tiles), below K = 1472 (at 1344 a wgmma tile led) or
+    from K = 8192 (timed to 7616), below M = 128, nor where a 128-row tile fills the SMs (hopper_raw's mid priors:
+    128 tiles of 128x128)."""
     from agent.families import hopper_raw
 
     assert not any(p["tile_n"] in hopper_raw.ONE_WAVE_ONLY_N for p in priors.priors("hopper_raw", shape, "fp32",

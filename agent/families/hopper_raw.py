@@ -431,8 +431,12 @@ def _launch_tile_beyond(shape: tuple[int, int, int], sms: int = 132) -> list[dic
 # their neighbours on the same grid (64x128 0.72 where 64x112 read 0.98, 64x192 0.58 where 64x176 read 0.91),
 # unexplained, so they are not listed.
 ONE_WAVE_WIDTHS = (*ONE_WAVE_ONLY_N, 144, 160, 176)
-ONE_WAVE_MMA_WEIGHT = 2.2  # fitted on those ten shapes
-ONE_WAVE_K = (1024, 8192)  # timed from 1472 to 6272
+# fitted on those ten shapes; with the later probes, the pick read within 1% of the best one-wave tile timed in 12 of
+# 15 comparisons, 4-7% below it in three (64x112 and 64x96 where a narrower tile led on 320x2032 and 672x944)
+ONE_WAVE_MMA_WEIGHT = 2.2
+# K where they are listed: on 168x9984x1344 the 128x160 tile read 0.75 where the wgmma family's 128x192 read 0.81 and
+# the batch lost that slot to it (one_wave_untimed_picks_h200_2026-11-29_0a1f44a.json); from 1472 they led
+ONE_WAVE_K = (1472, 8192)
 
 
 def _one_wave_tiles(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
