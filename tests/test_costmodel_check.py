@@ -132,13 +132,14 @@ def _probe_groups() -> dict:
     return groups
 
 
+@functools.lru_cache(maxsize=None)
 def _wave_quantized(shape) -> bool:
     """Mid shapes whose 64x64 grid takes more than a wave where no 128-row tile fills and no cluster split is listed
     (hopper_raw's one-wave tiles' class, most of them off the 128 grid). The model does not price them: against each
     probe's fastest there its wgmma rows read 1.35-1.46x slower than it says (stream-K, batched split, persistent;
-    raw_wave_quantized_mid_h200_2026-11-29_270c6fd.json), so the calibrations below leave them out and the priors
-    there are rules (`hopper_raw._one_wave_tiles`), not the model's picks. The wgmma split and stream-K calibrations
-    leave them out."""
+    raw_wave_quantized_mid_h200_2026-11-29_270c6fd.json), so the wgmma split and stream-K calibrations below leave
+    them out, and the priors there are rules (`hopper_raw._one_wave_tiles`), not the model's picks. Cached: asked
+    once per probe row, of a few hundred shapes."""
     from agent.families import hopper_raw
     from agent.families.common import ceil_div
 

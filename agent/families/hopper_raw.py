@@ -443,18 +443,21 @@ def _one_wave_tiles(shape: tuple[int, int, int], sms: int = 132) -> list[dict[st
     """Where the 64x64 grid takes more than a wave (M >= 128, K in ONE_WAVE_K): the two one-wave tiles of the
     shortest k-block by the measure above, the shorter first."""
     m, n, k = shape
-    if m < 128 or not ONE_WAVE_K[0] <= k < ONE_WAVE_K[1] or ceil_div(m, 64) * ceil_div(n, 64) <= sms:
+
+    def ctas(tm: int, tn: int) -> int:
+        return ceil_div(m, tm) * ceil_div(n, tn)
+
+    if m < 128 or not ONE_WAVE_K[0] <= k < ONE_WAVE_K[1] or ctas(64, 64) <= sms:
         return []
-    fits = [(128, tn) for tn in (64, *ONE_WAVE_WIDTHS) if ceil_div(m, 128) * ceil_div(n, tn) <= sms][:1]
-    fits += [(64, tn) for tn in ONE_WAVE_WIDTHS if ceil_div(m, 64) * ceil_div(n, tn) <= sms]
+    fits = [(128, tn) for tn in (64, *ONE_WAVE_WIDTHS) if ctas(128, tn) <= sms][:1]
+    fits += [(64, tn) for tn in ONE_WAVE_WIDTHS if ctas(64, tn) <= sms]
     ranked = []
     for tm, tn in fits:
         base = {"tile_m": tm, "tile_n": tn, "group": 1, "acc": "fp32", "schedule": "cooperative"}
         for epi in (("tma", "direct") if tm == 128 else ("direct",)):
             p = _k_deep(dict(base, epi=epi), ceil_div(k, 64), DOMAIN["stages"])
             if feasible(p, shape, "sm_90a")[0]:
-                reads = ceil_div(m, tm) * ceil_div(n, tn) * (tm + tn)
-                ranked.append((max(ONE_WAVE_MMA_WEIGHT * tm * tn, reads), tm, tn, p))
+                ranked.append((max(ONE_WAVE_MMA_WEIGHT * tm * tn, ctas(tm, tn) * (tm + tn)), tm, tn, p))
                 break
     return [p for *_, p in sorted(ranked, key=lambda t: t[:3])[:2]]
 
