@@ -419,35 +419,33 @@ def _launch_tile_beyond(shape: tuple[int, int, int], sms: int = 132) -> list[dic
 # Mid shapes where the launch tile's grid takes more than one wave and no 128-row tile fills (most of them off the 128
 # grid, 2^31-2^34 FLOP): NVIDIA's kernels there run one wave of odd tiles (96x64, 104x64, 64x136 and 128x64 with
 # the sides swapped; Nsight Compute, data/wave_quantized_mid_ncu_h200_2026-11-29_270c6fd/), where ours ran the
-# 64x64 tile over 1.1-2 waves at 0.50-0.85 of best NVIDIA. A one-wave grid's k-block takes the longer of one CTA's
-# MMAs (rows x columns) and the whole grid's operand reads from L2 (CTAs x (rows + columns)): a 64x96 grid of 96
-# CTAs read operands at about 9 TB/s. Weighing the first by ONE_WAVE_MMA_WEIGHT against the second ranks the
-# 128-row tile and the 64-row tiles of ONE_WAVE_WIDTHS that fit one wave. On ten such shapes (K = 1472-6272) the
-# best of them read 0.63-1.06 of best NVIDIA separated where the 64x64 tile read 0.50-0.85; the first pick was the
-# best hopper_raw tile timed on seven of the eight where it was timed, 0.6% below it on the eighth
+# 64x64 tile over 1.1-2 waves at 0.50-0.85 of best NVIDIA. pricing.one_wave_cost (a 64x96 grid of 96 CTAs read
+# operands from L2 at about 9 TB/s) ranks the 128-row tile and the 64-row tiles of ONE_WAVE_WIDTHS that fit one
+# wave. On ten such shapes (K = 1472-6272) the best of them read 0.63-1.06 of best NVIDIA separated where the 64x64
+# tile read 0.50-0.85; the first pick was the best hopper_raw tile timed on seven of the eight where it was timed,
+# 0.6% below it on the eighth
 # (raw_one_wave_tiles_h200_2026-11-29_b6189d8.json). As the first batch's slot on ten fresh shapes the batch's best
 # rose 10% separated, 12% in server mode and 11% back to back, none lower
 # (one_wave_first_batch_ab_h200_2026-11-29_c583f8f.json). 64-row widths that are multiples of 64 read far below
 # their neighbours on the same grid (64x128 0.72 where 64x112 read 0.98, 64x192 0.58 where 64x176 read 0.91),
 # unexplained, so they are not listed.
 ONE_WAVE_WIDTHS = (*ONE_WAVE_ONLY_N, 144, 160, 176)
-# fitted on those ten shapes; with the later probes, the pick read within 1% of the best one-wave tile timed in 12 of
-# 15 comparisons, 4-7% below it in three (64x112 and 64x96 where a narrower tile led on 320x2032 and 672x944)
-ONE_WAVE_MMA_WEIGHT = 2.2
-# K where they are listed: on 168x9984x1344 the 128x160 tile read 0.75 where the wgmma family's 128x192 read 0.81 and
-# the batch lost that slot to it (one_wave_untimed_picks_h200_2026-11-29_0a1f44a.json); from 1472 they led
-ONE_WAVE_K = (1472, 8192)
+# pricing.ONE_WAVE_MMA_WEIGHT was fitted on those ten shapes; with the later probes, the pick read within 1% of the
+# best one-wave tile timed in 12 of 15 comparisons, 4-7% below it in three (64x112 and 64x96 where a narrower tile led
+# on 320x2032 and 672x944). pricing.ONE_WAVE_K starts at 1472: on 168x9984x1344 the 128x160 tile read 0.75 where the
+# wgmma family's 128x192 read 0.81 and the batch lost that slot to it
+# (one_wave_untimed_picks_h200_2026-11-29_0a1f44a.json); from 1472 they led
 
 
 def _one_wave_tiles(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
-    """Where the 64x64 grid takes more than a wave (M >= 128, K in ONE_WAVE_K): the two one-wave tiles of the
+    """Where the 64x64 grid takes more than a wave (M >= 128, K in pricing.ONE_WAVE_K): the two one-wave tiles of the
     shortest k-block by the measure above, the shorter first."""
     m, n, k = shape
 
     def ctas(tm: int, tn: int) -> int:
         return ceil_div(m, tm) * ceil_div(n, tn)
 
-    if m < 128 or not ONE_WAVE_K[0] <= k < ONE_WAVE_K[1] or ctas(64, 64) <= sms:
+    if m < 128 or not pricing.ONE_WAVE_K[0] <= k < pricing.ONE_WAVE_K[1] or ctas(64, 64) <= sms:
         return []
     fits = [(128, tn) for tn in (64, *ONE_WAVE_WIDTHS) if ctas(128, tn) <= sms][:1]
     fits += [(64, tn) for tn in ONE_WAVE_WIDTHS if ctas(64, tn) <= sms]
@@ -457,7 +455,7 @@ def _one_wave_tiles(shape: tuple[int, int, int], sms: int = 132) -> list[dict[st
         for epi in (("tma", "direct") if tm == 128 else ("direct",)):
             p = _k_deep(dict(base, epi=epi), ceil_div(k, 64), DOMAIN["stages"])
             if feasible(p, shape, "sm_90a")[0]:
-                ranked.append((max(ONE_WAVE_MMA_WEIGHT * tm * tn, ctas(tm, tn) * (tm + tn)), tm, tn, p))
+                ranked.append((pricing.one_wave_cost(tm, tn, ctas(tm, tn)), tm, tn, p))
                 break
     return [p for *_, p in sorted(ranked, key=lambda t: t[:3])[:2]]
 

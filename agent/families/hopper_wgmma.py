@@ -438,7 +438,10 @@ def _listed_priors(shape: tuple[int, int, int], acc: str, sms: int = 132) -> lis
     # mode (0.996 against 0.957). nvjet picks such tiles there too (Nsight Compute: 64x64 in 2x1 clusters with 13
     # stages on 512x1024x1024, 32x64 with 16 on 256x1024x1024)
     # (docs/benchmarks/data/small_tiles_h200_2026-11-26_c1976b1.json).
-    out = (filling + sliced if k <= FILL_LEADS_MAX_K else sliced + filling) + out
+    # where no 128-row tile fills the SMs, the one-wave tiles below go first: the 64-row fillers and splits above read
+    # 0.47-0.82 of best NVIDIA where they read 0.85-0.94, on four of the ten shapes timed
+    one_wave = [] if any(q["tile_m"] == 128 for q in filling) else [plain(**q) for q in _one_wave_tiles(shape, sms)]
+    out = one_wave + (filling + sliced if k <= FILL_LEADS_MAX_K else sliced + filling) + out
     for swap, tm, tn in ((base["swap_ab"], 128, 128), (m <= 128 <= n, 128, 64)):
         tiles = _tiles(shape, tm, tn, swap)
         if tiles >= 66 or ceil_div(k, 64) < 16:
@@ -499,6 +502,35 @@ def _wave_split(shape: tuple[int, int, int], sms: int = 132) -> tuple[int, bool,
                 if tn <= pn and _slices_fit(tiles, k, s, sms) and fill >= WAVE_SPLIT_FILL:
                     picks.append(((round(fill, 6), swap == (n > m), -s, tn), (tn, swap, s)))
     return max(picks)[1] if picks else None
+
+
+# Mid shapes where the 64x64 grid takes more than a wave and no tile of the rules above fills (most of them off the
+# 128 grid; hopper_raw._one_wave_tiles): this family's first priors there, 128x256 and 256x128, read 0.36-0.73 of
+# best NVIDIA in 24 of 24 timings. A 64-row ping-pong tile whose grid fits one wave, the narrowest of
+# ONE_WAVE_WIDTHS, in each operand order: on ten shapes (K = 2624-7296, H200, separated and server mode) the better
+# order read 0.85-1.04 of best NVIDIA separated, against 0.65-0.82 for this family's first batch slots on the seven
+# where hopper_raw's tiles did not lead; pricing.one_wave_cost put the better order first on eight of ten. 128x96
+# cooperative one-wave tiles read 0.42-0.91, below the 64-row tile of the better order on nine
+# (raw_wgmma_one_wave_h200_2026-11-29_afcb251.json).
+ONE_WAVE_WIDTHS = (96, 128, 144, 160, 176, 192)
+
+
+def _one_wave_tiles(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
+    """Both operand orders' narrowest 64-row ping-pong tile that fits one wave, cheaper first by
+    pricing.one_wave_cost, where the 64x64 grid takes more than a wave (both sides from 128, K in
+    pricing.ONE_WAVE_K, below LARGE_FLOP); as knobs over a plain persistent prior."""
+    m, n, k = shape
+    if (min(m, n) < 128 or not pricing.ONE_WAVE_K[0] <= k < pricing.ONE_WAVE_K[1] or flop(shape) >= LARGE_FLOP
+            or _tiles(shape, 64, 64, False) <= sms):
+        return []
+    ranked = []
+    for swap in (False, True):
+        fits = [(tn, t) for tn in ONE_WAVE_WIDTHS if (t := _tiles(shape, 64, tn, swap)) <= sms]
+        if fits:
+            tn, ctas = fits[0]
+            ranked.append((pricing.one_wave_cost(64, tn, ctas), swap,
+                           {"tile_m": 64, "tile_n": tn, "schedule": "pingpong", "swap_ab": swap}))
+    return [q for *_, q in sorted(ranked, key=lambda t: t[:2])]
 
 
 def _grid_fill(shape: tuple[int, int, int], tm: int, tn: int, swap: bool, sms: int, padding_idle: bool = True) -> float:

@@ -100,6 +100,19 @@ EVEN_GRID_GAIN = 0.99
 # grids proposed, even_grid) from it on (>=); the raster and band credits only above it (>), as they were
 # fitted: 1024x4096x8192 is exactly 2^36 FLOP
 POWER_LIMIT_FLOP = 2 ** 36
+# Wave-quantized mid shapes (the 64x64 grid takes more than a wave, no 128-row tile fills): a one-wave grid's k-block
+# takes the longer of one CTA's MMAs (rows x columns) and the whole grid's operand reads from L2 (CTAs x (rows +
+# columns)); weighing the first by ONE_WAVE_MMA_WEIGHT ranks the tiles that fit one wave (fitted on hopper_raw's
+# tiles, hopper_raw._one_wave_tiles). ONE_WAVE_K: the K where the one-wave tiles are listed.
+ONE_WAVE_MMA_WEIGHT = 2.2
+ONE_WAVE_K = (1472, 8192)
+
+
+def one_wave_cost(tm: int, tn: int, ctas: int) -> float:
+    """A one-wave grid's k-block in relative units (see ONE_WAVE_MMA_WEIGHT): the smaller, the faster."""
+    return max(ONE_WAVE_MMA_WEIGHT * tm * tn, ctas * (tm + tn))
+
+
 PDL_US = 0.9  # programmatic dependent launch: launch latency hidden behind the previous kernel (H200, measured)
 # wgmma tiles (tile_m, tile_n) relative to 128x256: operand bytes per MMA, accumulator fit, wave fill
 WGMMA_TILE_EFF = {(128, 256): 1.0, (256, 128): 1.0, (128, 192): 0.95, (128, 128): 0.88, (64, 256): 0.85,
