@@ -1762,3 +1762,32 @@ def test_one_wave_widths_stay_out_of_the_search():
 
     assert not set(hopper_raw.ONE_WAVE_ONLY_N) & set(hopper_raw.SEARCH_DOMAIN["tile_n"])
     assert set(hopper_raw.ONE_WAVE_ONLY_N) <= set(hopper_raw.DOMAIN["tile_n"])
+
+
+@pytest.mark.parametrize("shape,first,second", [((184, 5120, 7488), (128, False), (192, True)),
+                                                ((296, 3584, 5312), (160, True), (144, False)),
+                                                ((272, 4032, 1536), (144, True), (160, False)),
+                                                ((768, 960, 3648), (96, False), (96, True)),
+                                                ((6016, 176, 4544), (176, False), (144, True))])
+def test_wave_quantized_mid_shapes_give_wgmma_one_wave_ping_pong_tiles_in_both_orders(shape, first, second):
+    """Where hopper_raw lists its one-wave tiles, the wgmma family's first two priors are 64-row ping-pong tiles that
+    fit one wave, one in each operand order (0.85-1.04 of best NVIDIA separated where its 128x256 slots read
+    0.36-0.73); both take slots of the first batch."""
+    ps = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")
+    assert [(p["tile_n"], p["swap_ab"]) for p in ps[:2]] == [first, second]
+    for p in ps[:2]:
+        assert (p["tile_m"], p["schedule"], p["scheduler"]) == (64, "pingpong", "persistent")
+        pm, pn = (shape[1], shape[0]) if p["swap_ab"] else shape[:2]
+        assert math.ceil(pm / 64) * math.ceil(pn / p["tile_n"]) <= 132
+    batch = {canonical(c.params) for c in BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], n=4)
+             if c.family == "hopper_wgmma"}
+    assert {canonical(p) for p in ps[:2]} <= batch
+
+
+@pytest.mark.parametrize("shape", [(2496, 336, 4160), (768, 960, 1344), (768, 960, 8192), (96, 5000, 4096),
+                                   (2048, 2048, 8000), (1024, 1024, 2048), (512, 1000, 2048)])
+def test_wgmma_one_wave_tiles_stay_where_they_were_measured(shape):
+    """Not where a 128-row tile fills the SMs (2496x336: 120 tiles of 128x64; 1024x1024: 128 of them), outside K = 1472-8191, beside a side
+    under 128, from LARGE_FLOP, nor where the 64x64 grid fits one wave."""
+    first = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[0]
+    assert not (first["tile_m"] == 64 and first["tile_n"] >= 96 and first["schedule"] == "pingpong")

@@ -508,10 +508,12 @@ def _wave_split(shape: tuple[int, int, int], sms: int = 132) -> tuple[int, bool,
 # 128 grid; hopper_raw._one_wave_tiles): this family's first priors there, 128x256 and 256x128, read 0.36-0.73 of
 # best NVIDIA in 24 of 24 timings. A 64-row ping-pong tile whose grid fits one wave, the narrowest of
 # ONE_WAVE_WIDTHS, in each operand order: on ten shapes (K = 2624-7296, H200, separated and server mode) the better
-# order read 0.85-1.04 of best NVIDIA separated, against 0.65-0.82 for this family's first batch slots on the seven
-# where hopper_raw's tiles did not lead; pricing.one_wave_cost put the better order first on eight of ten. 128x96
-# cooperative one-wave tiles read 0.42-0.91, below the 64-row tile of the better order on nine
-# (raw_wgmma_one_wave_h200_2026-11-29_afcb251.json).
+# order read 0.85-1.04 of best NVIDIA separated, against 0.61-0.82 for this family's first batch slots on the seven
+# where hopper_raw's tiles did not lead; pricing.one_wave_cost put the better order first on seven of ten (one a tie).
+# 128x96 cooperative one-wave tiles read 0.42-0.91, below the 64-row tile of the better order on all ten
+# (raw_wgmma_one_wave_h200_2026-11-29_afcb251.json). As two slots of the first batch on 13 fresh shapes the batch's
+# best rose 15% separated, 10% in server mode and 14% back to back, none lower
+# (wgmma_one_wave_first_batch_ab_h200_2026-11-29_830fcc1.json).
 ONE_WAVE_WIDTHS = (96, 128, 144, 160, 176, 192)
 
 
