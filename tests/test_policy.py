@@ -1698,10 +1698,11 @@ def test_a_server_mode_search_starts_from_cold_twins_and_moves_on_from_them():
 def test_a_listed_prior_priced_far_behind_its_family_gives_up_its_reserved_slot(shape):
     # 128x256 over 3 tile-rows at long K leaves most SMs idle: 0.22-0.27 of best NVIDIA where split K read 0.50-0.76
     # in the same rounds (H200, docs/benchmarks/data/mid_fill_ab_h200_2026-11-28_ea70790.json); the model priced it
-    # 2.6-3.5x slower than the family's best, yet the listed order put it first
+    # 2.6-3.5x slower than the family's best, yet the listed order put it first (on 312x1728x5824 now third, after the
+    # one-wave tiles)
     listed = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a", "offline")
-    base = {k: listed[0][k] for k in ("tile_m", "tile_n", "scheduler", "splits")}
-    assert base == {"tile_m": 128, "tile_n": 256, "scheduler": "persistent", "splits": 1}
+    base = {"tile_m": 128, "tile_n": 256, "scheduler": "persistent", "splits": 1}
+    assert any({k: p[k] for k in base} == base for p in listed[:3])
     batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], n=4)
     wgmma = [c for c in batch if c.family == "hopper_wgmma"]
     assert wgmma and not any({k: c.params[k] for k in base} == base for c in wgmma)
