@@ -527,11 +527,11 @@ def test_hopper_wgmma_enables_extended_wgmma_shapes_only_where_its_tile_needs_th
     the standard tiles keep their earlier source and so their archive identity."""
     from agent.families.hopper_wgmma import needs_extended_wgmma
 
-    assert [n for n in hopper_wgmma.DOMAIN["tile_n"] if needs_extended_wgmma(n)] == [144, 160, 176]
+    assert [n for n in hopper_wgmma.DOMAIN["tile_n"] if needs_extended_wgmma(n)] == [80, 112, 144, 160, 176]
     macro = "#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED"
     for n in hopper_wgmma.DOMAIN["tile_n"]:
         src = hopper_wgmma.render(dict(HOPPER_OK, tile_n=n, cluster_m=1, swizzle=1))
-        assert (macro in src) == (n in (144, 160, 176)), n
+        assert (macro in src) == (n in (80, 112, 144, 160, 176)), n
         if macro in src:  # before any include, or CuTe's selector has already been parsed without the shapes
             assert src.index(macro) < src.index("#include")
     from evaluator.compile import BASE_FLAGS

@@ -1761,8 +1761,10 @@ def test_one_wave_widths_stay_out_of_the_search():
     """80-112 wide tiles are for priors and sweeps: the search's one-knob moves from 64 and 128 stay as measured."""
     from agent.families import hopper_raw
 
-    assert not set(hopper_raw.ONE_WAVE_ONLY_N) & set(hopper_raw.SEARCH_DOMAIN["tile_n"])
-    assert set(hopper_raw.ONE_WAVE_ONLY_N) <= set(hopper_raw.DOMAIN["tile_n"])
+    for family in (hopper_raw, hopper_wgmma):
+        assert not set(family.ONE_WAVE_ONLY_N) & set(family.SEARCH_DOMAIN["tile_n"])
+        assert set(family.ONE_WAVE_ONLY_N) <= set(family.DOMAIN["tile_n"])
+    assert not set(hopper_wgmma.ONE_WAVE_ONLY_N) & set(hopper_wgmma.ONE_WAVE_WIDTHS)  # not timed as priors
 
 
 @pytest.mark.parametrize("shape,first,second", [((184, 5120, 7488), (128, False), (192, True)),
@@ -1788,7 +1790,7 @@ def test_wave_quantized_mid_shapes_give_wgmma_one_wave_ping_pong_tiles_in_both_o
 @pytest.mark.parametrize("shape", [(2496, 336, 4160), (768, 960, 1344), (768, 960, 8192), (96, 5000, 4096),
                                    (2048, 2048, 8000), (1024, 1024, 2048), (512, 1000, 2048)])
 def test_wgmma_one_wave_tiles_stay_where_they_were_measured(shape):
-    """Not where a 128-row tile fills the SMs (2496x336: 120 tiles of 128x64; 1024x1024: 128 of them), outside K = 1472-8191, beside a side
-    under 128, from LARGE_FLOP, nor where the 64x64 grid fits one wave."""
+    """Not where a 128-row tile fills the SMs (2496x336: 120 tiles of 128x64; 1024x1024: 128 of them), outside
+    K = 1472-8191, beside a side under 128, from LARGE_FLOP, nor where the 64x64 grid fits one wave."""
     first = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[0]
     assert not (first["tile_m"] == 64 and first["tile_n"] >= 96 and first["schedule"] == "pingpong")

@@ -18,11 +18,15 @@ NAME = "hopper_wgmma"
 TEMPLATE = "hopper_wgmma.cu.j2"
 NEEDS_CUTLASS = True
 
+# 64x80 and 64x112 ping-pong tiles, for sweeps of one-wave grids (nvjet ran 64x80 in 4x1 clusters on 232x2240x4480,
+# data/one_wave_ncu_h200_2026-11-29_7b253fc/); they compile (sm_90a, 168 registers, no spills) but are not timed, so
+# neither the priors nor the search use them
+ONE_WAVE_ONLY_N = (80, 112)
 DOMAIN: dict[str, tuple] = {
     "tile_m": (64, 128, 256),
     # multiples of 16 between the powers of two fit a tile grid to the SMs' waves (nvjet runs 96/160/176 too); CUTLASS's
-    # wgmma selector builds tile_n=168 from 8-wide atoms and its shared-memory layout then fails to compile
-    "tile_n": (32, 64, 96, 128, 144, 160, 176, 192, 256),
+    # wgmma selector builds tile_n=168 (and 152) from 8-wide atoms and its shared-memory layout then fails to compile
+    "tile_n": (32, 64, *ONE_WAVE_ONLY_N[:1], 96, *ONE_WAVE_ONLY_N[1:], 128, 144, 160, 176, 192, 256),
     "tile_k": (64, 128),
     "cluster_m": (1, 2, 4),
     "cluster_n": (1, 2, 4),
@@ -53,7 +57,7 @@ DEFAULTS: dict[str, Any] = {**LAUNCH_DEFAULTS, "epi_n": 0, "grid": "full", "l2_e
 # them (mid shapes with few tiles, _wave_filling_tile); elsewhere they would spend search slots on a tile too small
 # (the hint stays with cold twins, as in hopper_raw)
 SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k != "l2_evict_first"},
-                                   "tile_n": tuple(n for n in DOMAIN["tile_n"] if n != 32)}
+                                   "tile_n": tuple(n for n in DOMAIN["tile_n"] if n != 32 and n not in ONE_WAVE_ONLY_N)}
 EPILOGUE_SMEM_ESTIMATE = 32 * 1024
 MAX_ACC_REGS = 192
 
