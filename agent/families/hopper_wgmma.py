@@ -26,7 +26,7 @@ DOMAIN: dict[str, tuple] = {
     "tile_m": (64, 128, 256),
     # multiples of 16 between the powers of two fit a tile grid to the SMs' waves (nvjet runs 96/160/176 too); CUTLASS's
     # wgmma selector builds tile_n=168 (and 152) from 8-wide atoms and its shared-memory layout then fails to compile
-    "tile_n": (32, 64, *ONE_WAVE_ONLY_N[:1], 96, *ONE_WAVE_ONLY_N[1:], 128, 144, 160, 176, 192, 256),
+    "tile_n": tuple(sorted((32, 64, 96, 128, 144, 160, 176, 192, 256, *ONE_WAVE_ONLY_N))),
     "tile_k": (64, 128),
     "cluster_m": (1, 2, 4),
     "cluster_n": (1, 2, 4),
