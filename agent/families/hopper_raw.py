@@ -445,7 +445,7 @@ def _one_wave_tiles(shape: tuple[int, int, int], sms: int = 132) -> list[dict[st
     def ctas(tm: int, tn: int) -> int:
         return ceil_div(m, tm) * ceil_div(n, tn)
 
-    if m < 128 or not pricing.ONE_WAVE_K[0] <= k < pricing.ONE_WAVE_K[1] or ctas(64, 64) <= sms:
+    if m < 128 or not pricing.past_a_wave_at_one_wave_k(shape, sms):
         return []
     fits = [(128, tn) for tn in (64, *ONE_WAVE_WIDTHS) if ctas(128, tn) <= sms][:1]
     fits += [(64, tn) for tn in ONE_WAVE_WIDTHS if ctas(64, tn) <= sms]

@@ -525,9 +525,7 @@ def _one_wave_tiles(shape: tuple[int, int, int], sms: int = 132) -> list[dict[st
     """Both operand orders' narrowest 64-row ping-pong tile that fits one wave, cheaper first by
     pricing.one_wave_cost, where the 64x64 grid takes more than a wave (both sides from 128, K in
     pricing.ONE_WAVE_K, below LARGE_FLOP); as knobs over a plain persistent prior."""
-    m, n, k = shape
-    if (min(m, n) < 128 or not pricing.ONE_WAVE_K[0] <= k < pricing.ONE_WAVE_K[1] or flop(shape) >= LARGE_FLOP
-            or _tiles(shape, 64, 64, False) <= sms):
+    if min(shape[:2]) < 128 or flop(shape) >= LARGE_FLOP or not pricing.past_a_wave_at_one_wave_k(shape, sms):
         return []
     ranked = []
     for swap in (False, True):

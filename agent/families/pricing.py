@@ -108,6 +108,13 @@ ONE_WAVE_MMA_WEIGHT = 2.2
 ONE_WAVE_K = (1472, 8192)
 
 
+def past_a_wave_at_one_wave_k(shape: tuple[int, int, int], sms: int = 132) -> bool:
+    """The one-wave tiles' common scope: K in ONE_WAVE_K and a 64x64 grid of more than `sms` tiles (each family adds
+    its own bounds on M and N)."""
+    m, n, k = shape
+    return ONE_WAVE_K[0] <= k < ONE_WAVE_K[1] and ceil_div(m, 64) * ceil_div(n, 64) > sms
+
+
 def one_wave_cost(tm: int, tn: int, ctas: int) -> float:
     """A one-wave grid's k-block in relative units (see ONE_WAVE_MMA_WEIGHT): the smaller, the faster."""
     return max(ONE_WAVE_MMA_WEIGHT * tm * tn, ctas * (tm + tn))
