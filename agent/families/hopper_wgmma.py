@@ -18,9 +18,8 @@ NAME = "hopper_wgmma"
 TEMPLATE = "hopper_wgmma.cu.j2"
 NEEDS_CUTLASS = True
 
-# 64x80 and 64x112 ping-pong tiles, for sweeps of one-wave grids (nvjet ran 64x80 in 4x1 clusters on 232x2240x4480,
-# data/one_wave_ncu_h200_2026-11-29_7b253fc/); they compile (sm_90a, 168 registers, no spills) but are not timed, so
-# neither the priors nor the search use them
+# 64x80 and 64x112 ping-pong tiles, outside the search: 64x80 is a one-wave prior only (ONE_WAVE_WIDTHS), 64x112
+# is for sweeps (timed once, data/raw_wgmma_one_wave_clusters_h200_2026-11-29_fdc7f30.json)
 ONE_WAVE_ONLY_N = (80, 112)
 DOMAIN: dict[str, tuple] = {
     "tile_m": (64, 128, 256),
@@ -518,7 +517,7 @@ def _wave_split(shape: tuple[int, int, int], sms: int = 132) -> tuple[int, bool,
 # (raw_wgmma_one_wave_h200_2026-11-29_afcb251.json). As two slots of the first batch on 13 fresh shapes the batch's
 # best rose 15% separated, 10% in server mode and 14% back to back, none lower
 # (wgmma_one_wave_first_batch_ab_h200_2026-11-29_830fcc1.json).
-ONE_WAVE_WIDTHS = (96, 128, 144, 160, 176, 192)
+ONE_WAVE_WIDTHS = (80, 96, 128, 144, 160, 176, 192)
 
 
 def _one_wave_tiles(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
