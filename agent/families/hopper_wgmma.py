@@ -509,31 +509,40 @@ def _wave_split(shape: tuple[int, int, int], sms: int = 132) -> tuple[int, bool,
 
 # Mid shapes where the 64x64 grid takes more than a wave and no tile of the rules above fills (most of them off the
 # 128 grid; hopper_raw._one_wave_tiles): this family's first priors there, 128x256 and 256x128, read 0.36-0.73 of
-# best NVIDIA in 24 of 24 timings. A 64-row ping-pong tile whose grid fits one wave, the narrowest of
-# ONE_WAVE_WIDTHS, in each operand order: on ten shapes (K = 2624-7296, H200, separated and server mode) the better
-# order read 0.85-1.04 of best NVIDIA separated, against 0.61-0.82 for this family's first batch slots on the seven
-# where hopper_raw's tiles did not lead; pricing.one_wave_cost put the better order first on seven of ten (one a tie).
-# 128x96 cooperative one-wave tiles read 0.42-0.91, below the 64-row tile of the better order on all ten
-# (raw_wgmma_one_wave_h200_2026-11-29_afcb251.json). As two slots of the first batch on 13 fresh shapes the batch's
+# best NVIDIA in 24 of 24 timings. A 64-row ping-pong tile whose grid fits one wave, in each operand order: on ten
+# shapes (K = 2624-7296, H200, separated and server mode) the better order read 0.85-1.04 of best NVIDIA separated,
+# against 0.61-0.82 for this family's first batch slots on the seven where hopper_raw's tiles did not lead
+# (raw_wgmma_one_wave_h200_2026-11-29_afcb251.json); as two slots of the first batch on 13 fresh shapes the batch's
 # best rose 15% separated, 10% in server mode and 14% back to back, none lower
-# (wgmma_one_wave_first_batch_ab_h200_2026-11-29_830fcc1.json).
+# (wgmma_one_wave_first_batch_ab_h200_2026-11-29_830fcc1.json). 128x96 cooperative one-wave tiles and the same tiles
+# in 2x1, 1x2, 4x1 and 2x2 clusters read below the 1x1 tile on nine of ten shapes
+# (raw_wgmma_one_wave_clusters_h200_2026-11-29_fdc7f30.json).
+# Which width: the one whose k-block costs least (pricing.one_wave_cost) times the share its last tile pads the
+# side it spans. A padded tile costs a one-wave grid far more than its idle share: 64x96 over 232 rows (24%
+# padding) ran 45% longer than 64x80 over them (3%) with the same 105 CTAs, tensor pipe 48% against 59%
+# (one_wave_pad_ncu_h200_2026-11-29_d0b7209/). Over 29 shape-order-modes of both probes and the 64x80 A/B the pick
+# read 0.991 of the order's best width separated, 0.990 in server mode and 0.984 back to back, where the narrowest
+# width that fits read 0.959 / 0.967 / 0.982 and the narrowest from 96 0.900 / 0.902 / 0.863
+# (wgmma_80_first_batch_ab_h200_2026-11-29_d0b7209.json).
 ONE_WAVE_WIDTHS = (80, 96, 128, 144, 160, 176, 192)
 
 
+def _one_wave_width(shape: tuple[int, int, int], swap: bool, sms: int) -> tuple[float, int] | None:
+    """(cost, tile_n) of the cheapest ONE_WAVE_WIDTHS tile whose 64-row grid fits one wave in this operand order."""
+    side = shape[0] if swap else shape[1]
+    priced = [(pricing.one_wave_cost(64, tn, t) * ceil_div(side, tn) * tn / side, tn)
+              for tn in ONE_WAVE_WIDTHS if (t := _tiles(shape, 64, tn, swap)) <= sms]
+    return min(priced) if priced else None
+
+
 def _one_wave_tiles(shape: tuple[int, int, int], sms: int = 132) -> list[dict[str, Any]]:
-    """Both operand orders' narrowest 64-row ping-pong tile that fits one wave, cheaper first by
-    pricing.one_wave_cost, where the 64x64 grid takes more than a wave (both sides from 128, K in
-    pricing.ONE_WAVE_K, below LARGE_FLOP); as knobs over a plain persistent prior."""
+    """Both operand orders' cheapest 64-row ping-pong tile that fits one wave (_one_wave_width), cheaper first, where
+    the 64x64 grid takes more than a wave (both sides from 128, K in pricing.ONE_WAVE_K, below LARGE_FLOP); as knobs
+    over a plain persistent prior."""
     if min(shape[:2]) < 128 or flop(shape) >= LARGE_FLOP or not pricing.past_a_wave_at_one_wave_k(shape, sms):
         return []
-    ranked = []
-    for swap in (False, True):
-        fits = [(tn, t) for tn in ONE_WAVE_WIDTHS if (t := _tiles(shape, 64, tn, swap)) <= sms]
-        if fits:
-            tn, ctas = fits[0]
-            ranked.append((pricing.one_wave_cost(64, tn, ctas), swap,
-                           {"tile_m": 64, "tile_n": tn, "schedule": "pingpong", "swap_ab": swap}))
-    return [q for *_, q in sorted(ranked, key=lambda t: t[:2])]
+    ranked = [(*w, swap) for swap in (False, True) if (w := _one_wave_width(shape, swap, sms))]
+    return [{"tile_m": 64, "tile_n": tn, "schedule": "pingpong", "swap_ab": swap} for _, tn, swap in sorted(ranked)]
 
 
 def _grid_fill(shape: tuple[int, int, int], tm: int, tn: int, swap: bool, sms: int, padding_idle: bool = True) -> float:
