@@ -1764,14 +1764,14 @@ def test_one_wave_widths_stay_out_of_the_search():
     for family in (hopper_raw, hopper_wgmma):
         assert not set(family.ONE_WAVE_ONLY_N) & set(family.SEARCH_DOMAIN["tile_n"])
         assert set(family.ONE_WAVE_ONLY_N) <= set(family.DOMAIN["tile_n"])
-    assert not set(hopper_wgmma.ONE_WAVE_ONLY_N) & set(hopper_wgmma.ONE_WAVE_WIDTHS)  # not timed as priors
+    assert set(hopper_wgmma.ONE_WAVE_ONLY_N) & set(hopper_wgmma.ONE_WAVE_WIDTHS) == {80}  # 112: sweeps only
 
 
-@pytest.mark.parametrize("shape,first,second", [((184, 5120, 7488), (128, False), (192, True)),
-                                                ((296, 3584, 5312), (160, True), (144, False)),
-                                                ((272, 4032, 1536), (144, True), (160, False)),
-                                                ((768, 960, 3648), (96, False), (96, True)),
-                                                ((6016, 176, 4544), (176, False), (144, True))])
+@pytest.mark.parametrize("shape,first,second", [((232, 2240, 4480), (80, True), (96, False)),
+                                                ((2840, 152, 6272), (80, False), (96, True)),
+                                                ((416, 2240, 7936), (160, False), (144, True)),
+                                                ((2600, 416, 6784), (176, True), (144, False)),
+                                                ((2360, 312, 6720), (128, True), (160, False))])
 def test_wave_quantized_mid_shapes_give_wgmma_one_wave_ping_pong_tiles_in_both_orders(shape, first, second):
     """Where hopper_raw lists its one-wave tiles, the wgmma family's first two priors are 64-row ping-pong tiles that
     fit one wave, one in each operand order (0.85-1.04 of best NVIDIA separated where its 128x256 slots read
@@ -1787,10 +1787,25 @@ def test_wave_quantized_mid_shapes_give_wgmma_one_wave_ping_pong_tiles_in_both_o
     assert {canonical(p) for p in ps[:2]} <= batch
 
 
+@pytest.mark.parametrize("shape,swap,narrow,picked", [((2360, 312, 6720), False, 128, 160),
+                                                       ((2416, 248, 4864), False, 96, 128),
+                                                       ((2368, 208, 6016), True, 80, 96),
+                                                       ((400, 2240, 5056), False, 128, 160),
+                                                       ((3432, 328, 7104), True, 160, 192)])
+def test_wgmma_one_wave_width_is_the_cheapest_not_the_narrowest(shape, swap, narrow, picked):
+    """On fresh shapes the narrowest width that fits a wave read 0.56-0.82 of best NVIDIA separated where the
+    rule's width read 0.80-0.97: a tile hanging 16-23% over the side it spans (the first two), or more CTAs than
+    the operands' traffic pays for (the last three)."""
+    fits = [tn for tn in hopper_wgmma.ONE_WAVE_WIDTHS if hopper_wgmma._tiles(shape, 64, tn, swap) <= 132]
+    assert fits[0] == narrow
+    tiles = {q["swap_ab"]: q["tile_n"] for q in hopper_wgmma._one_wave_tiles(shape)}
+    assert tiles[swap] == picked
+
+
 @pytest.mark.parametrize("shape", [(2496, 336, 4160), (768, 960, 1344), (768, 960, 8192), (96, 5000, 4096),
                                    (2048, 2048, 8000), (1024, 1024, 2048), (512, 1000, 2048)])
 def test_wgmma_one_wave_tiles_stay_where_they_were_measured(shape):
     """Not where a 128-row tile fills the SMs (2496x336: 120 tiles of 128x64; 1024x1024: 128 of them), outside
     K = 1472-8191, beside a side under 128, from LARGE_FLOP, nor where the 64x64 grid fits one wave."""
     first = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[0]
-    assert not (first["tile_m"] == 64 and first["tile_n"] >= 96 and first["schedule"] == "pingpong")
+    assert not (first["tile_m"] == 64 and first["tile_n"] >= 80 and first["schedule"] == "pingpong")

@@ -514,16 +514,17 @@ def _wave_split(shape: tuple[int, int, int], sms: int = 132) -> tuple[int, bool,
 # against 0.61-0.82 for this family's first batch slots on the seven where hopper_raw's tiles did not lead
 # (raw_wgmma_one_wave_h200_2026-11-29_afcb251.json); as two slots of the first batch on 13 fresh shapes the batch's
 # best rose 15% separated, 10% in server mode and 14% back to back, none lower
-# (wgmma_one_wave_first_batch_ab_h200_2026-11-29_830fcc1.json). 128x96 cooperative one-wave tiles and the same tiles
-# in 2x1, 1x2, 4x1 and 2x2 clusters read below the 1x1 tile on nine of ten shapes
+# (wgmma_one_wave_first_batch_ab_h200_2026-11-29_830fcc1.json). 128x96 cooperative one-wave tiles read below on all
+# ten; the 64-row tiles in 2x1, 1x2, 4x1 or 2x2 clusters below the tile alone on nine of ten
 # (raw_wgmma_one_wave_clusters_h200_2026-11-29_fdc7f30.json).
 # Which width: the one whose k-block costs least (pricing.one_wave_cost) times the share its last tile pads the
 # side it spans. A padded tile costs a one-wave grid far more than its idle share: 64x96 over 232 rows (24%
 # padding) ran 45% longer than 64x80 over them (3%) with the same 105 CTAs, tensor pipe 48% against 59%
-# (one_wave_pad_ncu_h200_2026-11-29_d0b7209/). Over 29 shape-order-modes of both probes and the 64x80 A/B the pick
-# read 0.991 of the order's best width separated, 0.990 in server mode and 0.984 back to back, where the narrowest
-# width that fits read 0.959 / 0.967 / 0.982 and the narrowest from 96 0.900 / 0.902 / 0.863
-# (wgmma_80_first_batch_ab_h200_2026-11-29_d0b7209.json).
+# (one_wave_pad_ncu_h200_2026-11-29_d0b7209/). Chosen on 29 shape-order-modes of both probes and the 64x80 A/B
+# (wgmma_80_first_batch_ab_h200_2026-11-29_d0b7209.json), then timed on 16 shape-orders of twelve fresh shapes: the
+# pick read 0.982 of the order's best width separated, 0.987 in server mode and 0.985 back to back, where the
+# narrowest width that fits read 0.917 / 0.919 / 0.932 and the cost without the padding 0.962 / 0.968 / 0.963
+# (wgmma_one_wave_width_ab_h200_2026-11-29_baf8ddb.json).
 ONE_WAVE_WIDTHS = (80, 96, 128, 144, 160, 176, 192)
 
 
