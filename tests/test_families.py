@@ -565,6 +565,21 @@ def test_bad_params_are_rejected_with_a_reason():
         families.get("volta_wmma")
 
 
+def test_raw_edge_shift_is_for_sweeps_where_a_tile_hangs_over_the_edge():
+    """edge=shift starts the last tiles inside the output: a sweep knob, only where some tile would hang over, and only
+    where the rows two tiles share come out the same from both (K walked forward and whole)."""
+    assert "edge" not in hopper_raw.SEARCH_DOMAIN and "edge" not in hopper_raw.validate(RAW_OK)
+    shifted = dict(RAW_OK, edge="shift")
+    assert hopper_raw.feasible(shifted, (1000, 1000, 520), "sm_90a")[0]
+    ok, why = hopper_raw.feasible(shifted, (1024, 1024, 520), "sm_90a")
+    assert not ok and "hangs over" in why
+    for clash in ({"k_order": "alternate"}, {"grid": "streamk"}):
+        ok, why = hopper_raw.feasible(dict(shifted, **clash), (1000, 1000, 520), "sm_90a")
+        assert not ok and "forward and whole" in why
+    assert "row0(tm, M)" in hopper_raw.render(shifted) and "col0(tn, N)" in hopper_raw.render(shifted)
+    assert "row0(" not in hopper_raw.render(RAW_OK)  # the default renders what it did before the knob
+
+
 def _build_all(jobs):
     """Real nvcc builds through the evaluator's compile cache, two at a time; each must build without spills."""
     compile_mod = pytest.importorskip("evaluator.compile")
@@ -625,6 +640,9 @@ def test_variants_of_each_family_compile_with_nvcc():
         # the TMA epilogue's narrow last sub-tile: 48 columns (ping-pong 176), 32 (cooperative 256x160)
         (hopper_raw.render(dict(RAW_OK, tile_n=176, stages=5, group=16, schedule="pingpong", pdl=True)), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, tile_m=256, tile_n=160, stages=3, group=2, l2_evict_first="c")), "sm_90a"),
+        # the last tiles shifted inside the output: TMA stores (ping-pong), stores from registers (64 rows)
+        (hopper_raw.render(dict(RAW_OK, tile_n=176, stages=5, group=16, schedule="pingpong", edge="shift")), "sm_90a"),
+        (hopper_raw.render(dict(RAW_OK, tile_m=64, tile_n=112, stages=7, epi="direct", edge="shift")), "sm_90a"),
         (small.render(dict(SMALL_CLUSTER, pdl=True)), "sm_90a"),
     ]
     infos = _build_all(jobs)
@@ -692,6 +710,13 @@ GPU_SAMPLES = [
     ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=128, group=4, l2_evict_first="ac"), (4096, 4096, 1000)),
     # the fewest CTAs that take the same waves: 512 tiles on 128 CTAs, pairs 256 units on 64, CUTLASS 128 of 132
     ("hopper_raw", dict(RAW_OK, group=4, grid="even"), (4096, 4096, 1000)),
+    # the last tile-row and tile-column shifted inside the output: rows and columns stored twice, from registers, from
+    # TMA stores, over a 2-CTA cluster and a K split
+    ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=112, stages=7, epi="direct", edge="shift"), (1000, 408, 1536)),
+    ("hopper_raw", dict(RAW_OK, tile_n=176, stages=5, schedule="pingpong", edge="shift"), (1000, 1000, 520)),
+    ("hopper_raw", dict(RAW_OK, cluster_m=2, group=2, edge="shift"), (1000, 1000, 520)),
+    ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=64, stages=14, epi="direct", cluster_k=3, edge="shift"),
+     (100, 200, 4096)),
     ("hopper_raw", dict(RAW_OK, cluster_m=2, group=2, grid="even", k_order="alternate"), (4096, 4096, 1000)),
     ("hopper_wgmma", dict(HOPPER_OK, grid="even", pdl=True), (4096, 4096, 1000)),
     # 128x64: one 64x64 TMA sub-tile per consumer warpgroup, several tiles per CTA, stores clipped at both edges

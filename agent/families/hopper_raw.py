@@ -76,6 +76,12 @@ DOMAIN: dict[str, tuple] = {
     # docs/benchmarks/data/raw_pingpong_bands_h100_2026-11-27_13a0c15.json) the 128x128 ping-pong read 0.986-1.082 of
     # the same tile cooperative back to back and 0.985-1.068 cold, below it only at K = 2048. One CTA a cluster
     "schedule": ("cooperative", "pingpong"),
+    # shift: the tiles that would hang over the output's edge start early, inside it, recomputing and storing again
+    # the rows (columns) of the tile before; pad: TMA fills what lies outside with zeros. For sweeps only: a box over
+    # the edge cost the wgmma family's k-loop up to 40%, and this family's 64-row one-wave tiles that hung far over
+    # read 0.58-0.88 where a width that fits read 0.91-0.99 (raw_one_wave_tiles_h200_2026-11-29_b6189d8.json); shift
+    # itself is compile-checked only
+    "edge": ("pad", "shift"),
     **LAUNCH_DOMAIN,
 }
 # What the policy's mutations move through, narrower than what a sweep may render: in one campaign 29 of 48
@@ -84,7 +90,7 @@ DOMAIN: dict[str, tuple] = {
 # grid=streamk, tile_n=32, 64-row tiles and rings deeper than 7 stages stay with sweeps (DOMAIN says why) and with the
 # priors of M <= 64 (_streaming_priors); swap_ab is left out (a search never moves it), so that the knob distances of
 # the shapes it does not serve are those they were measured with.
-SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k not in ("cluster_k", "swap_ab")},
+SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k not in ("cluster_k", "swap_ab", "edge")},
                                    "tile_m": (128, 256),
                                    "tile_n": tuple(t for t in DOMAIN["tile_n"] if t > 32 and t not in ONE_WAVE_ONLY_N),
                                    "stages": tuple(range(2, 8)),
@@ -103,7 +109,7 @@ STREAMING_DOMAIN: dict[str, tuple] = {**SEARCH_DOMAIN, "tile_m": (64,), "tile_n"
                                       "grid": ("full",), "schedule": ("cooperative",)}
 DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "k_order": "forward",
                             "l2_evict_first": "none", "grid": "full", "swap_ab": False, "schedule": "cooperative",
-                            **LAUNCH_DEFAULTS}
+                            "edge": "pad", **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
 MAX_ACC_REGS = 192  # fp32 accumulators per consumer thread; the consumers get 232 registers (setmaxnreg)
 STREAM_INFLIGHT_BYTES = 150 * 1024  # a streaming CTA's ring below this streams slower (estimate_us)
@@ -181,6 +187,10 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         if bad := _clashing(p, {"cluster_m": 1, "cluster_k": 1, "k_order": "forward"}):
             return False, (f"grid=streamk shares tiles between neighbouring CTAs by k-blocks: it needs cluster_m=1, "
                            f"cluster_k=1 and k_order=forward, not {', '.join(bad)}")
+    if p.get("edge") == "shift" and (bad := _clashing(p, {"k_order": "forward"}) + (
+            ["grid=streamk"] if p.get("grid") == "streamk" else [])):
+        return False, (f"edge=shift stores the rows two tiles share from both, which must agree to the bit: every tile "
+                       f"walks K forward and whole, not {', '.join(bad)}")
     if "c" in p.get("l2_evict_first", "none") and p.get("epi") != "tma":
         return False, "an L2 hint on C needs the TMA epilogue (stores from registers carry none)"
     ck = p.get("cluster_k", 1)
@@ -205,6 +215,8 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             if units > (fit := cluster_k_fit(ck, lim.num_sms)):
                 return False, (f"cluster_k={ck} takes one cluster per tile: {units} tiles exceed the {fit} clusters "
                                f"of {ck} CTAs that run at once, and those that do not fit would run as a second wave")
+        if p.get("edge") == "shift" and not any(side % t and side > t for side, t in ((m, p["tile_m"]), (n, p["tile_n"]))):
+            return False, f"edge=shift: no {p['tile_m']}x{p['tile_n']} tile hangs over the {m}x{n} output's edge"
         if p.get("epi") == "tma" and not in_16_byte_rows(n):
             return False, f"the TMA epilogue needs N={n} to be a multiple of 8 (16-byte rows of C)"
         if oversized(p["tile_m"], p["tile_n"], m, n):
@@ -256,6 +268,8 @@ def render(params: dict[str, Any]) -> str:
     # rows where two share a taller one, none where it owns the tile (ping-pong)
     shares = dict(cols="CN" if cols_split else "BN", col_off="cw * CN + " if cols_split else "",
                   row_off="" if p["tile_m"] == 64 or pingpong else "cw * (BM / 2) + ")
+    shift = p.get("edge") == "shift"
+    shares.update(row0="row0(tm, M)" if shift else "tm * BM", col0="col0(tn, N)" if shift else "tn * BN")
     return render_feasible(NAME, TEMPLATE, p, feasible, defaults=DEFAULTS, wgmma_n=wn, acc_regs=n, evict_first=evict,
                            pingpong=pingpong, cols_split=cols_split, push=pushes(p), **shares,
                            tail=p["tile_n"] % 64 if p.get("epi") == "tma" else 0,
