@@ -78,9 +78,9 @@ DOMAIN: dict[str, tuple] = {
     "schedule": ("cooperative", "pingpong"),
     # shift: the tiles that would hang over the output's edge start early, inside it, recomputing and storing again
     # the rows (columns) of the tile before; pad: TMA fills what lies outside with zeros. For sweeps only: a box over
-    # the edge cost the wgmma family's k-loop up to 40%, and this family's 64-row one-wave tiles that hung far over
-    # read 0.58-0.88 where a width that fits read 0.91-0.99 (raw_one_wave_tiles_h200_2026-11-29_b6189d8.json); shift
-    # itself is compile-checked only
+    # the edge cost the wgmma family's k-loop up to 40%, and this family's 64-row one-wave tiles hanging 88-104
+    # columns over read 0.58-0.72 where the next narrower width, on as many CTAs, read 0.91-0.98
+    # (raw_one_wave_tiles_h200_2026-11-29_b6189d8.json); shift itself is compile-checked only
     "edge": ("pad", "shift"),
     **LAUNCH_DOMAIN,
 }
