@@ -215,7 +215,8 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             if units > (fit := cluster_k_fit(ck, lim.num_sms)):
                 return False, (f"cluster_k={ck} takes one cluster per tile: {units} tiles exceed the {fit} clusters "
                                f"of {ck} CTAs that run at once, and those that do not fit would run as a second wave")
-        if p.get("edge") == "shift" and not any(side % t and side > t for side, t in ((m, p["tile_m"]), (n, p["tile_n"]))):
+        over = [side % t and side > t for side, t in ((m, p["tile_m"]), (n, p["tile_n"]))]
+        if p.get("edge") == "shift" and not any(over):
             return False, f"edge=shift: no {p['tile_m']}x{p['tile_n']} tile hangs over the {m}x{n} output's edge"
         if p.get("epi") == "tma" and not in_16_byte_rows(n):
             return False, f"the TMA epilogue needs N={n} to be a multiple of 8 (16-byte rows of C)"
