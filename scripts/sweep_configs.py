@@ -14,8 +14,10 @@ kernel-family work; the built-in policy's search goes through `cudal2 campaign`.
 every check), the others as its rivals, each against best NVIDIA (the fastest baseline of those rounds), so that
 configs timed minutes apart on a drifting clock are not compared. A 1-2% difference between two separate
 evaluations is within their spread; in the same rounds it is not. An entry's optional "role" (what it stands for:
-"the policy's first prior", "probe tile") is kept in its rows, and DIR/probe.json holds the rows in the form of
-docs/benchmarks/data's probe files (what, device, date, commit, results; --what and --commit fill the first and
+"the policy's first prior", "probe tile") is kept in its rows. Each row also holds the kernel's and best NVIDIA's
+median microseconds in those rounds (comparable across neighbouring shapes, where ratios are not; a shape's lone
+entry has no rounds of its own, so its figure is the evaluator's median speedup). DIR/probe.json holds the rows in
+the form of docs/benchmarks/data's probe files (what, device, date, commit, results; --what and --commit fill the first and
 the last, since the GPU machine's copy of the tree has no git history).
 """
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -117,20 +120,39 @@ def _together(jobs, a, modes, t0) -> int:
                          rivals={name: src for _, _, src, name in rest})
             h2h = r.head_to_head(BEST_NVIDIA) if r.ok else {}
             refused = r.rivals_refused() if r.ok else {}
+            us, nvidia_us = _medians(r)
             for e, _, _, name in [group[0]] + rest:
-                fig = h2h.get("candidate" if name == name0 else name)
+                key = "candidate" if name == name0 else name
+                fig = h2h.get(key)
+                if fig is None and name == name0 and r.ok and not rest:
+                    fig = r.speedup(BEST_NVIDIA, stat="median")  # alone: no round-by-round times are kept
                 status = "refused" if name != name0 and name in refused else r.status
                 rows.append({"name": name, "family": e["family"], "params": e["params"], "shape": list(shape),
                              "role": e.get("role"), "mode": mode, "status": status,
                              "reason": (r.reason if name == name0 else refused.get(name, ""))[:300],
-                             "vs_best_nvidia": fig, "gpu": r.gpu.get("name"), "gpu_uuid": r.gpu.get("gpu_uuid"),
-                             "eval_s": round(r.wall_seconds, 2)})
+                             "vs_best_nvidia": fig, "median_us": us.get(key) if status == "ok" else None,
+                             "best_nvidia_us": nvidia_us, "gpu": r.gpu.get("name"),
+                             "gpu_uuid": r.gpu.get("gpu_uuid"), "eval_s": round(r.wall_seconds, 2)})
                 shown = "-" if fig is None else f"{fig:.3f}"
                 print(f"{name:28s} {'x'.join(map(str, shape)):17s} {mode:12s} {shown:>6s}", flush=True)
             (a.out / "sweep.json").write_text(json.dumps(rows, indent=1))
             (a.out / "probe.json").write_text(json.dumps(_probe_record(rows, a), indent=1))
     print(f"done in {time.monotonic() - t0:.0f} s", flush=True)
     return 0
+
+
+def _medians(r) -> tuple[dict[str, float], float | None]:
+    """Each kernel's median microseconds in these rounds (the candidate's as "candidate") and best NVIDIA's (the
+    fastest baseline by median), so that probes of neighbouring shapes compare times, not only ratios."""
+    if not r.ok or r.candidate is None:
+        return {}, None
+    rounds = r.candidate.detail.get("timing", {}).get("rounds_us") or {}
+    us = {"candidate": r.candidate.median_us}
+    us.update({k.removeprefix("rival:"): statistics.median(v) for k, v in rounds.items()
+               if k.startswith("rival:") and v})
+    base = [statistics.median(v) for k, v in rounds.items() if v and k != "candidate" and not k.startswith("rival:")]
+    base = base or [t.median_us for t in r.baselines.values()]
+    return us, min(base, default=None)
 
 
 def _probe_record(rows: list[dict], a) -> dict:

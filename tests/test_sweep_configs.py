@@ -23,6 +23,12 @@ KERNEL_US = {"a": 10.0, "b": 22.0, "c": 11.0}
 def _evaluate(calls):
     def evaluate(source, shape, *, acc, mode, profile, arch, rounds, rivals):
         calls.append({"source": source, "shape": shape, "mode": mode, "rounds": rounds, "rivals": dict(rivals)})
+        if not rivals:  # as the evaluator does: no round-by-round times without a tournament, the baselines' figures
+            us = KERNEL_US[source]
+            base = {n: Timing(n, ts[0], ts[0], ts[0], 3, speedup_mean=ts[0] / us, speedup_median=ts[0] / us)
+                    for n, ts in ROUNDS.items()}
+            return EvalResult(OK, shape=shape, mode=mode, candidate=Timing("candidate", us, us, us, 3), baselines=base,
+                              gpu={"name": "H200", "gpu_uuid": "GPU-x"})
         rounds_us = dict(ROUNDS, candidate=[KERNEL_US[source]] * 3)
         refused = {}
         for name, src in rivals.items():
@@ -62,11 +68,27 @@ def test_a_shapes_entries_share_the_rounds_of_each_mode(tmp_path, monkeypatch):
     assert fig[("k_c", "server")] == (None, "refused")
     assert fig[("k_b2", "server")] == (0.5, OK) and fig[("k_a2", "server")] == (1.1, OK)
     assert len(rows) == 10 and {r["gpu_uuid"] for r in rows} == {"GPU-x"}
+    # times too, so that probes of neighbouring shapes compare them: the kernel's median and best NVIDIA's (torch)
+    us = {(r["name"], r["mode"]): (r["median_us"], r["best_nvidia_us"]) for r in rows}
+    assert us[("k_a", "server")] == (10.0, 11.0) and us[("k_b", "back-to-back")] == (22.0, 11.0)
+    assert us[("k_c", "server")] == (None, 11.0)
     assert {r["name"]: r["role"] for r in rows}["k_c"] == "role of k_c"
     probe = json.loads((tmp_path / "probe.json").read_text())
     assert (probe["what"], probe["device"], probe["commit"], probe["results"]) == ("a probe", "H200 (GPU-x)", "abc1234",
                                                                                     rows)
     assert len(probe["date"]) == 10
+
+
+def test_a_shape_with_one_entry_gets_its_figure_from_the_baselines(tmp_path, monkeypatch):
+    """Alone on its shape a kernel is no tournament, and the evaluator keeps no round-by-round times: its figure is
+    the median speedup over the fastest baseline instead of None."""
+    mod, calls = load_script("sweep_configs"), []
+    monkeypatch.setattr(api, "evaluate", _evaluate(calls))
+    args = SimpleNamespace(out=tmp_path, acc="fp32", arch="sm_90a", rounds=8, budget_s=1e9, what="", commit="")
+    assert mod._together([_job("k_a", (256, 256, 1024), "a")], args, ["separated"], t0=0.0) == 0
+    (row,) = json.loads((tmp_path / "sweep.json").read_text())
+    assert calls[0]["rivals"] == {}
+    assert (row["vs_best_nvidia"], row["median_us"], row["best_nvidia_us"]) == (1.1, 10.0, 11.0)
 
 
 def test_an_unknown_mode_is_refused_before_anything_is_built(tmp_path):
