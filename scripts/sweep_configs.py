@@ -17,8 +17,8 @@ evaluations is within their spread; in the same rounds it is not. An entry's opt
 "the policy's first prior", "probe tile") is kept in its rows. Each row also holds the kernel's and best NVIDIA's
 median microseconds in those rounds (comparable across neighbouring shapes, where ratios are not; a shape's lone
 entry has no rounds of its own, so its figure is the evaluator's median speedup). DIR/probe.json holds the rows in
-the form of docs/benchmarks/data's probe files (what, device, date, commit, results; --what and --commit fill the first and
-the last, since the GPU machine's copy of the tree has no git history).
+the form of docs/benchmarks/data's probe files (what, device, date, commit, results; --what and --commit fill the
+first and the last, since the GPU machine's copy of the tree has no git history).
 """
 from __future__ import annotations
 
