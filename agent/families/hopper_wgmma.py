@@ -529,7 +529,8 @@ ONE_WAVE_WIDTHS = (80, 96, 128, 144, 160, 176, 192)
 
 
 def _one_wave_width(shape: tuple[int, int, int], swap: bool, sms: int) -> tuple[float, int] | None:
-    """(cost, tile_n) of the cheapest ONE_WAVE_WIDTHS tile whose 64-row grid fits one wave in this operand order."""
+    """(cost, tile_n) of the ONE_WAVE_WIDTHS tile whose 64-row grid fits one wave in this operand order at the least
+    one-wave cost times the share its tiles pad the side they span (the comment above says why)."""
     side = shape[0] if swap else shape[1]
     priced = [(pricing.one_wave_cost(64, tn, t) * ceil_div(side, tn) * tn / side, tn)
               for tn in ONE_WAVE_WIDTHS if (t := _tiles(shape, 64, tn, swap)) <= sms]
