@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -130,7 +129,7 @@ def _together(jobs, a, modes, t0) -> int:
                 rows.append({"name": name, "family": e["family"], "params": e["params"], "shape": list(shape),
                              "role": e.get("role"), "mode": mode, "status": status,
                              "reason": (r.reason if name == name0 else refused.get(name, ""))[:300],
-                             "vs_best_nvidia": fig, "median_us": us.get(key) if status == "ok" else None,
+                             "vs_best_nvidia": fig, "median_us": us.get(key),
                              "best_nvidia_us": nvidia_us, "gpu": r.gpu.get("name"),
                              "gpu_uuid": r.gpu.get("gpu_uuid"), "eval_s": round(r.wall_seconds, 2)})
                 shown = "-" if fig is None else f"{fig:.3f}"
@@ -142,17 +141,13 @@ def _together(jobs, a, modes, t0) -> int:
 
 
 def _medians(r) -> tuple[dict[str, float], float | None]:
-    """Each kernel's median microseconds in these rounds (the candidate's as "candidate") and best NVIDIA's (the
-    fastest baseline by median), so that probes of neighbouring shapes compare times, not only ratios."""
+    """Each kernel's median microseconds in these rounds (the candidate's as "candidate"; a refused rival has none)
+    and best NVIDIA's (the fastest baseline by median, as EvalResult.speedup picks it), so that probes of
+    neighbouring shapes compare times, not only ratios."""
     if not r.ok or r.candidate is None:
         return {}, None
-    rounds = r.candidate.detail.get("timing", {}).get("rounds_us") or {}
-    us = {"candidate": r.candidate.median_us}
-    us.update({k.removeprefix("rival:"): statistics.median(v) for k, v in rounds.items()
-               if k.startswith("rival:") and v})
-    base = [statistics.median(v) for k, v in rounds.items() if v and k != "candidate" and not k.startswith("rival:")]
-    base = base or [t.median_us for t in r.baselines.values()]
-    return us, min(base, default=None)
+    us = {"candidate": r.candidate.median_us, **{n: t.median_us for n, t in r.rivals.items()}}
+    return us, min((t.median_us for t in r.baselines.values()), default=None)
 
 
 def _probe_record(rows: list[dict], a) -> dict:

@@ -38,7 +38,12 @@ def _evaluate(calls):
                 rounds_us[f"rival:{name}"] = [KERNEL_US[src]] * 3
         cand = Timing("candidate", KERNEL_US[source], KERNEL_US[source], KERNEL_US[source], 3,
                       detail={"timing": {"rounds_us": rounds_us, "rivals_refused": refused}})
-        return EvalResult(OK, shape=shape, mode=mode, candidate=cand, gpu={"name": "H200", "gpu_uuid": "GPU-x"})
+        # as the worker summarises the same rounds: one Timing per baseline and per rival that passed
+        timed = {n: Timing(n.removeprefix("rival:"), ts[0], ts[0], ts[0], 3) for n, ts in rounds_us.items()
+                 if n != "candidate"}
+        return EvalResult(OK, shape=shape, mode=mode, candidate=cand, gpu={"name": "H200", "gpu_uuid": "GPU-x"},
+                          baselines={n: t for n, t in timed.items() if not n.startswith("rival:")},
+                          rivals={t.name: t for n, t in timed.items() if n.startswith("rival:")})
     return evaluate
 
 
