@@ -215,8 +215,8 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             if units > (fit := cluster_k_fit(ck, lim.num_sms)):
                 return False, (f"cluster_k={ck} takes one cluster per tile: {units} tiles exceed the {fit} clusters "
                                f"of {ck} CTAs that run at once, and those that do not fit would run as a second wave")
-        over = [side % t and side > t for side, t in ((m, p["tile_m"]), (n, p["tile_n"]))]
-        if p.get("edge") == "shift" and not any(over):
+        if p.get("edge") == "shift" and not any(side % t and side > t
+                                                for side, t in ((m, p["tile_m"]), (n, p["tile_n"]))):
             return False, f"edge=shift: no {p['tile_m']}x{p['tile_n']} tile hangs over the {m}x{n} output's edge"
         if p.get("epi") == "tma" and not in_16_byte_rows(n):
             return False, f"the TMA epilogue needs N={n} to be a multiple of 8 (16-byte rows of C)"
@@ -442,8 +442,8 @@ def _launch_tile_beyond(shape: tuple[int, int, int], sms: int = 132) -> list[dic
 # (raw_one_wave_tiles_h200_2026-11-29_b6189d8.json). As the first batch's slot on ten fresh shapes the batch's best
 # rose 10% separated, 12% in server mode and 11% back to back, none lower
 # (one_wave_first_batch_ab_h200_2026-11-29_c583f8f.json). 64-row widths that are multiples of 64 read far below
-# their neighbours on the same grid (64x128 0.72 where 64x112 read 0.98, 64x192 0.58 where 64x176 read 0.91),
-# unexplained, so they are not listed.
+# their neighbours on the same grid (64x128 0.72 where 64x112 read 0.98, 64x192 0.58 where 64x176 read 0.91), so
+# they are not listed: both hung far over the output's edge there (104 of 128 columns, 88 of 192; the edge knob).
 ONE_WAVE_WIDTHS = (*ONE_WAVE_ONLY_N, 144, 160, 176)
 # pricing.ONE_WAVE_MMA_WEIGHT was fitted on those ten shapes; with the later probes, the pick read within 1% of the
 # best one-wave tile timed in 12 of 15 comparisons, 4-7% below it in three (64x112 and 64x96 where a narrower tile led
