@@ -92,6 +92,13 @@ def normal_params(family: str, params: dict[str, Any]) -> dict[str, Any]:
     return get(family).validate(params)
 
 
+def settled(family: str, params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, Any]:
+    """The params with the knobs their family settles by the shape rather than searches (its optional `settle`):
+    the kernel runs any shape, but which value pays depends on the one it is timed on."""
+    settle = getattr(get(family), "settle", None)
+    return settle(params, tuple(shape)) if settle else params
+
+
 def with_launch_knobs(family: str, params: dict[str, Any], arch: str, mode: str = "offline") -> dict[str, Any]:
     """The params with the launch knobs the policy uses on `arch` in timing `mode`, where the family supports them
     for this config."""

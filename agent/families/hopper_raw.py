@@ -77,10 +77,8 @@ DOMAIN: dict[str, tuple] = {
     # the same tile cooperative back to back and 0.985-1.068 cold, below it only at K = 2048. One CTA a cluster
     "schedule": ("cooperative", "pingpong"),
     # shift: the tiles that would hang over the output's edge start early, inside it, recomputing and storing again
-    # the rows (columns) of the tile before; pad: TMA fills what lies outside with zeros. For sweeps only: a box over
-    # the edge cost the wgmma family's k-loop up to 40%, and this family's 64-row one-wave tiles hanging 88-104
-    # columns over read 0.58-0.72 where the next narrower width, on as many CTAs, read 0.91-0.98
-    # (raw_one_wave_tiles_h200_2026-11-29_b6189d8.json); shift itself is compile-checked only
+    # the rows (columns) of the tile before; pad: TMA fills what lies outside with zeros. Not searched: the policy
+    # settles it by the tile and the shape (`settle`)
     "edge": ("pad", "shift"),
     **LAUNCH_DOMAIN,
 }
@@ -232,6 +230,37 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         if p.get("grid") == "even" and (why := uneven_waves(rows // cl * ceil_div(n, p["tile_n"]), cl, lim.num_sms)):
             return False, why
     return True, ""
+
+
+# A box over the output's edge slows the k-loop of a narrow tile: this family's 64-row one-wave tiles hanging 88-104
+# columns over read 0.58-0.72 of best NVIDIA where the next narrower width, on as many CTAs, read 0.91-0.98
+# (raw_one_wave_tiles_h200_2026-11-29_b6189d8.json). Shifted, pairs of the same config in the same rounds (H200,
+# 29 configs on ten shapes, three modes, raw_edge_shift_h200_2026-11-29_02fb846.json): tiles of at most 128x128
+# hanging 45-92% over read 1.00-1.42x of themselves padded (geomean 1.10-1.13 per mode); hanging 8-38% over,
+# 0.97-1.06; the 4-5-stage tiles of 128x176 and larger 0.98-1.00 however far they hang (a k-step's wgmmas hide
+# the boxes' latency), on multi-wave big shapes too (overhang_multiwave_h200_2026-11-29_02fb846.json)
+SHIFT_MAX_TILE = 128 * 128
+SHIFT_MIN_OVERHANG = 0.45
+
+
+def overhang(side: int, tile: int) -> float:
+    """The share of the last tile along a side that lies past the output's edge."""
+    return -side % tile / tile
+
+
+def settle(params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, Any]:
+    """`params` with the edge the shape asks of its tile: shifted where a tile of at most SHIFT_MAX_TILE hangs
+    SHIFT_MIN_OVERHANG or more over an edge it can start inside of and the tiles walk K forward and whole. Not the
+    streaming tiles of M or N <= 64 (32 columns, swapped, split over a cluster): shift is unmeasured there."""
+    if not {"tile_m", "tile_n"} <= params.keys():
+        return params  # too partial to say; `feasible` refuses it later
+    p = {**DEFAULTS, **params}
+    m, n, _ = kernel_shape(p, shape)
+    hangs = max((overhang(side, t) for side, t in ((m, p["tile_m"]), (n, p["tile_n"])) if side > t), default=0.0)
+    shift = (p["tile_m"] * p["tile_n"] <= SHIFT_MAX_TILE and hangs >= SHIFT_MIN_OVERHANG and p["tile_n"] >= 64
+             and p["k_order"] == "forward" and p["grid"] != "streamk" and p["cluster_k"] == 1 and not p["swap_ab"])
+    q = {k: v for k, v in params.items() if k != "edge"}  # pad, the default, left out as canonical params do
+    return dict(q, edge="shift") if shift else q
 
 
 def _clashing(p: dict[str, Any], needs: dict[str, Any]) -> list[str]:

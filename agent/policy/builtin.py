@@ -21,7 +21,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from agent.families import (COLD_MODE, candidate_name, canonical, full_params, get, names, normal_params,
+from agent.families import (COLD_MODE, candidate_name, canonical, full_params, get, names, normal_params, settled,
                             with_launch_knobs)
 from agent.families.common import ARCHS, LAUNCH_DOMAIN
 from agent.families.pricing import WGMMA_PEAK, follow_read_once, splits_k
@@ -310,7 +310,8 @@ class BuiltinPolicy:
             if p.get("acc") != "fp16" or "fp32" not in get(fam).DOMAIN.get("acc", ()):
                 continue
             try:
-                q = normal_params(fam, with_launch_knobs(fam, dict(p, acc="fp32"), arch, self._mode))
+                q = with_launch_knobs(fam, dict(p, acc="fp32"), arch, self._mode)
+                q = normal_params(fam, settled(fam, q, shape))
             except ValueError:
                 continue
             if get(fam).feasible(q, shape, arch)[0]:
@@ -387,7 +388,7 @@ class BuiltinPolicy:
         for p, why in pool:
             try:
                 # history, seeds and mutations may come from configs measured before a launch knob existed
-                p = normal_params(fam, with_launch_knobs(fam, p, arch, self._mode))
+                p = normal_params(fam, settled(fam, with_launch_knobs(fam, p, arch, self._mode), shape))
             except ValueError:
                 continue  # a seed from an older or foreign archive with knobs this family no longer has
             key = canonical(p)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.families import ARCHS, COLD_MODE, cold_twin, families, get, normal_params, with_launch_knobs
+from agent.families import (ARCHS, COLD_MODE, cold_twin, families, get, normal_params, settled,
+                            with_launch_knobs)
 # the size classes live beside the other problem-size boundaries, where the families' priors can test them too
 from agent.families.pricing import SIZE_CLASSES, size_class  # noqa: F401
 
@@ -53,7 +54,8 @@ def priors(family: str, shape: tuple[int, int, int], acc: str, arch: str,
     listed = get(family).priors(shape, acc, arch, mode)
     if mode == COLD_MODE:  # a search timed cold starts from each prior's cold twin, where its family has one
         listed = [cold_twin(family, p, shape) or p for p in listed]
-    return [_fit_ring(family, with_launch_knobs(family, p, arch, mode), shape, arch) for p in listed]
+    return [_fit_ring(family, settled(family, with_launch_knobs(family, p, arch, mode), shape), shape, arch)
+            for p in listed]
 
 
 def _fit_ring(family: str, p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> dict[str, Any]:
