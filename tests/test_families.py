@@ -565,8 +565,8 @@ def test_bad_params_are_rejected_with_a_reason():
         families.get("volta_wmma")
 
 
-def test_raw_edge_shift_is_for_sweeps_where_a_tile_hangs_over_the_edge():
-    """edge=shift starts the last tiles inside the output: a sweep knob, only where some tile would hang over, and only
+def test_raw_edge_shift_is_only_where_a_tile_hangs_over_the_edge():
+    """edge=shift starts the last tiles inside the output: not searched, only where some tile would hang over, and only
     where the rows two tiles share come out the same from both (K walked forward and whole)."""
     assert "edge" not in hopper_raw.SEARCH_DOMAIN and "edge" not in hopper_raw.validate(RAW_OK)
     shifted = dict(RAW_OK, edge="shift")
@@ -578,6 +578,51 @@ def test_raw_edge_shift_is_for_sweeps_where_a_tile_hangs_over_the_edge():
         assert not ok and "forward and whole" in why
     assert "row0(tm, M)" in hopper_raw.render(shifted) and "col0(tn, N)" in hopper_raw.render(shifted)
     assert "row0(" not in hopper_raw.render(RAW_OK)  # the default renders what it did before the knob
+
+
+@pytest.mark.parametrize("tile, shape, shifted", [
+    ((64, 112), (1368, 488, 3008), True),  # 62% of a tile-row and 64% of a tile-column over: 1.20-1.28x shifted
+    ((128, 64), (1000, 3000, 2048), False),  # 19% over: under a fifth
+    ((128, 80), (848, 1280, 1472), True),  # 38% over a row, N whole
+    ((128, 128), (1488, 2424, 4160), False),  # 38% over: 128x128 shifts from 45% (0.990-0.993 below)
+    ((128, 128), (680, 4752, 3072), True),  # 69% and 88% over
+    ((128, 176), (2600, 1000, 4096), False),  # wider than 128x128 (0.984-0.986 shifted)
+    ((128, 256), (700, 9000, 3072), False),
+    ((64, 112), (1024, 1008, 3072), False),  # nothing over: 1008 is nine tiles of 112
+    ((64, 192), (2240, 152, 6272), False),  # a tile wider than N cannot start inside it, and M is whole
+])
+def test_raw_settle_shifts_narrow_tiles_that_hang_far_over(tile, shape, shifted):
+    p = dict(RAW_OK, tile_m=tile[0], tile_n=tile[1], stages=4, epi="direct")
+    q = hopper_raw.settle(dict(p, edge="shift"), shape)  # settled both ways, whatever it came with
+    assert q == (dict(p, edge="shift") if shifted else p) == hopper_raw.settle(p, shape)
+    if shifted:
+        assert hopper_raw.feasible(q, shape, "sm_90a")[0]
+
+
+def test_raw_settle_leaves_the_knobs_shift_does_not_serve_padded():
+    """K not walked forward and whole (refused by feasible), and the streaming tiles of M or N <= 64 (unmeasured)."""
+    shape = (1368, 488, 3008)
+    base = dict(RAW_OK, tile_m=64, tile_n=112, stages=6, epi="direct")
+    assert hopper_raw.settle(base, shape)["edge"] == "shift"
+    for knobs in ({"k_order": "alternate"}, {"grid": "streamk"}, {"cluster_k": 2}, {"swap_ab": True},
+                  {"tile_n": 32}):
+        assert "edge" not in hopper_raw.settle(dict(base, **knobs), shape)
+    assert hopper_raw.settle({"tile_m": 64}, shape) == {"tile_m": 64}  # too partial to say
+
+
+def test_every_settled_prior_is_feasible_where_its_padded_twin_is():
+    """The policy settles each prior, pool entry and twin (families.settled): a shifted one must build where the
+    padded one did, or the pool would lose it without a word."""
+    rng = random.Random(7)
+    moved = 0
+    for _ in range(300):
+        shape = (rng.randrange(128, 8192, 8), rng.randrange(128, 8192, 8), rng.randrange(512, 8192, 64))
+        for p in hopper_raw.priors(shape, "fp32"):
+            q = families.settled("hopper_raw", p, shape)
+            moved += q.get("edge") == "shift"
+            assert hopper_raw.feasible(q, shape, "sm_90a")[0] == hopper_raw.feasible(p, shape, "sm_90a")[0], (shape, q)
+    assert moved > 20
+    assert families.settled("ampere_cute", AMPERE_OK, (1000, 1000, 1024)) == AMPERE_OK  # no settle: as given
 
 
 def _build_all(jobs):

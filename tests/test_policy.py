@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.families import (ampere_cute, canonical, full_params, get, hopper_wgmma, normal_params, pricing,
-                            with_launch_knobs)
+from agent.families import (ampere_cute, canonical, full_params, get, hopper_raw, hopper_wgmma, normal_params,
+                            pricing, with_launch_knobs)
 from agent.families import names as family_names
 from agent.policy import BuiltinPolicy, Candidate
 from agent.policy import costmodel, priors
@@ -114,6 +114,19 @@ def test_a_seeds_read_once_hint_is_checked_against_this_shape():
     batch = BuiltinPolicy(0).propose((256, 2048, 1024), "fp32", "sm_90a", [], n=40, seeds=seeds)
     seeded = [c for c in batch if c.rationale.startswith("seed from neighbouring shape")]
     assert seeded and all(c.params.get("l2_evict_first", "none") == "none" for c in seeded)
+
+
+def test_a_seeds_edge_is_settled_by_this_shape():
+    """hopper_raw's edge is settled per shape, not searched: a neighbour's shifted 64x112 tile comes padded where its
+    tiles fit the output whole, and the first batch of a shape it hangs 62% over shifts it (hopper_raw.settle)."""
+    seed_params = dict(hopper_raw.priors((1368, 488, 3008), "fp32")[1], edge="shift")
+    assert seed_params["tile_n"] == 112
+    seeds = [{"family": "hopper_raw", "params": seed_params, "speedup": 1.05, "shape": (1368, 488, 3008)}]
+    batch = BuiltinPolicy(0).propose((1344, 448, 3008), "fp32", "sm_90a", [], n=40, seeds=seeds)
+    seeded = [c for c in batch if c.rationale.startswith("seed from") and c.params["tile_n"] == 112]
+    assert seeded and not any(c.params.get("edge") == "shift" for c in seeded)
+    first = BuiltinPolicy(0).propose((1368, 488, 3008), "fp32", "sm_90a", [], n=8)
+    assert any(c.params.get("edge") == "shift" and c.params["tile_n"] == 112 for c in first)
 
 
 def test_fp16_accumulation_reaches_the_families():

@@ -234,13 +234,16 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
 
 # A box over the output's edge slows the k-loop of a narrow tile: this family's 64-row one-wave tiles hanging 88-104
 # columns over read 0.58-0.72 of best NVIDIA where the next narrower width, on as many CTAs, read 0.91-0.98
-# (raw_one_wave_tiles_h200_2026-11-29_b6189d8.json). Shifted, pairs of the same config in the same rounds (H200,
-# 29 configs on ten shapes, three modes, raw_edge_shift_h200_2026-11-29_02fb846.json): tiles of at most 128x128
-# hanging 45-92% over read 1.00-1.42x of themselves padded (geomean 1.10-1.13 per mode); hanging 8-38% over,
-# 0.97-1.06; the 4-5-stage tiles of 128x176 and larger 0.98-1.00 however far they hang (a k-step's wgmmas hide
-# the boxes' latency), on multi-wave big shapes too (overhang_multiwave_h200_2026-11-29_02fb846.json)
+# (raw_one_wave_tiles_h200_2026-11-29_b6189d8.json). Shifted against padded, the same config in the same rounds (H200,
+# three modes; 49 configs on 40 shapes, 30 of them drawn after the first ten had set the rule:
+# raw_edge_shift_h200_2026-11-29_02fb846.json, raw_edge_settle_fresh_h200_2026-11-29_14fa8a9.json), per mode:
+# tiles narrower than 128x128 hanging 45% or more over, geomean 1.155-1.164 (0.996-1.99, 27 configs); 20-45%,
+# 1.018-1.022 (0.985-1.121, 9); under 20%, 1.001-1.011 (0.972-1.058, 4). 128x128 hanging 45% or more over,
+# 1.010-1.018 (0.970-1.144, 9, below 1 on 5); 20-45%, 0.990-0.993 (3). The 4-5-stage tiles of 128x176 and larger
+# 0.984-1.002 however far they hang (a k-step's wgmmas hide the boxes' latency), on multi-wave big shapes too
+# (overhang_multiwave_h200_2026-11-29_02fb846.json)
 SHIFT_MAX_TILE = 128 * 128
-SHIFT_MIN_OVERHANG = 0.45
+SHIFT_MIN_OVERHANG = (0.2, 0.45)  # narrower tiles, SHIFT_MAX_TILE itself
 
 
 def overhang(side: int, tile: int) -> float:
@@ -250,14 +253,15 @@ def overhang(side: int, tile: int) -> float:
 
 def settle(params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, Any]:
     """`params` with the edge the shape asks of its tile: shifted where a tile of at most SHIFT_MAX_TILE hangs
-    SHIFT_MIN_OVERHANG or more over an edge it can start inside of and the tiles walk K forward and whole. Not the
+    SHIFT_MIN_OVERHANG or more over an edge it can start inside of, and the tiles walk K forward and whole. Not the
     streaming tiles of M or N <= 64 (32 columns, swapped, split over a cluster): shift is unmeasured there."""
     if not {"tile_m", "tile_n"} <= params.keys():
         return params  # too partial to say; `feasible` refuses it later
     p = {**DEFAULTS, **params}
     m, n, _ = kernel_shape(p, shape)
     hangs = max((overhang(side, t) for side, t in ((m, p["tile_m"]), (n, p["tile_n"])) if side > t), default=0.0)
-    shift = (p["tile_m"] * p["tile_n"] <= SHIFT_MAX_TILE and hangs >= SHIFT_MIN_OVERHANG and p["tile_n"] >= 64
+    area = p["tile_m"] * p["tile_n"]
+    shift = (area <= SHIFT_MAX_TILE and hangs >= SHIFT_MIN_OVERHANG[area == SHIFT_MAX_TILE] and p["tile_n"] >= 64
              and p["k_order"] == "forward" and p["grid"] != "streamk" and p["cluster_k"] == 1 and not p["swap_ab"])
     q = {k: v for k, v in params.items() if k != "edge"}  # pad, the default, left out as canonical params do
     return dict(q, edge="shift") if shift else q
