@@ -584,8 +584,8 @@ def test_raw_edge_shift_is_only_where_a_tile_hangs_over_the_edge():
     ((64, 112), (1368, 488, 3008), True),  # 62% of a tile-row and 64% of a tile-column over: 1.20-1.28x shifted
     ((128, 64), (1000, 3000, 2048), False),  # 19% over: under a fifth
     ((128, 80), (848, 1280, 1472), True),  # 38% over a row, N whole
-    ((128, 128), (1488, 2424, 4160), False),  # 38% over: 128x128 shifts from 45% (0.990-0.993 below)
-    ((128, 128), (680, 4752, 3072), True),  # 69% and 88% over
+    ((128, 128), (1488, 2424, 4160), False),  # 128x128 stays padded: 0.990-0.993 shifted 38% over,
+    ((128, 128), (2024, 1976, 1728), False),  # 0.971-0.986 as the first batch's best 56% over
     ((128, 176), (2600, 1000, 4096), False),  # wider than 128x128 (0.984-0.986 shifted)
     ((128, 256), (700, 9000, 3072), False),
     ((64, 112), (1024, 1008, 3072), False),  # nothing over: 1008 is nine tiles of 112

@@ -239,11 +239,14 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
 # raw_edge_shift_h200_2026-11-29_02fb846.json, raw_edge_settle_fresh_h200_2026-11-29_14fa8a9.json), per mode:
 # tiles narrower than 128x128 hanging 45% or more over, geomean 1.155-1.164 (0.996-1.99, 27 configs); 20-45%,
 # 1.018-1.022 (0.985-1.121, 9); under 20%, 1.001-1.011 (0.972-1.058, 4). 128x128 hanging 45% or more over,
-# 1.010-1.018 (0.970-1.144, 9, below 1 on 5); 20-45%, 0.990-0.993 (3). The 4-5-stage tiles of 128x176 and larger
-# 0.984-1.002 however far they hang (a k-step's wgmmas hide the boxes' latency), on multi-wave big shapes too
-# (overhang_multiwave_h200_2026-11-29_02fb846.json)
-SHIFT_MAX_TILE = 128 * 128
-SHIFT_MIN_OVERHANG = (0.2, 0.45)  # narrower tiles, SHIFT_MAX_TILE itself
+# 1.010-1.018 (0.970-1.144, 9, below 1 on 5), and in the first batches of twelve more fresh shapes it read
+# 0.971-0.994 on the two where it was the batch's best; the 4-5-stage tiles of 128x176 and larger 0.984-1.002
+# however far they hang (a k-step's wgmmas hide the boxes' latency), on multi-wave big shapes too
+# (overhang_multiwave_h200_2026-11-29_02fb846.json). Those first batches, the narrower tiles settled and 128x128 left
+# padded, against the batches before: best of batch geomean x1.034 separated, x1.025 in server mode, x1.033 back to
+# back, lower on none of the twelve (raw_edge_settle_first_batch_ab_h200_2026-11-29_5969936.json)
+SHIFT_BELOW_TILE = 128 * 128
+SHIFT_MIN_OVERHANG = 0.2
 
 
 def overhang(side: int, tile: int) -> float:
@@ -252,7 +255,7 @@ def overhang(side: int, tile: int) -> float:
 
 
 def settle(params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, Any]:
-    """`params` with the edge the shape asks of its tile: shifted where a tile of at most SHIFT_MAX_TILE hangs
+    """`params` with the edge the shape asks of its tile: shifted where a tile of fewer elements than SHIFT_BELOW_TILE hangs
     SHIFT_MIN_OVERHANG or more over an edge it can start inside of, and the tiles walk K forward and whole. Not the
     streaming tiles of M or N <= 64 (32 columns, swapped, split over a cluster): shift is unmeasured there."""
     if not {"tile_m", "tile_n"} <= params.keys():
@@ -260,8 +263,7 @@ def settle(params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, Any
     p = {**DEFAULTS, **params}
     m, n, _ = kernel_shape(p, shape)
     hangs = max((overhang(side, t) for side, t in ((m, p["tile_m"]), (n, p["tile_n"])) if side > t), default=0.0)
-    area = p["tile_m"] * p["tile_n"]
-    shift = (area <= SHIFT_MAX_TILE and hangs >= SHIFT_MIN_OVERHANG[area == SHIFT_MAX_TILE] and p["tile_n"] >= 64
+    shift = (p["tile_m"] * p["tile_n"] < SHIFT_BELOW_TILE and hangs >= SHIFT_MIN_OVERHANG and p["tile_n"] >= 64
              and p["k_order"] == "forward" and p["grid"] != "streamk" and p["cluster_k"] == 1 and not p["swap_ab"])
     q = {k: v for k, v in params.items() if k != "edge"}  # pad, the default, left out as canonical params do
     return dict(q, edge="shift") if shift else q
