@@ -131,4 +131,5 @@ def needs_cutlass(family: str) -> bool:
 
 
 __all__ = ["ARCHS", "COLD_MODE", "arch_limits", "candidate_name", "canonical", "cold_twin", "cutlass_include_dirs",
-           "families", "full_params", "get", "names", "needs_cutlass", "normal_params", "render", "with_launch_knobs"]
+           "families", "full_params", "get", "names", "needs_cutlass", "normal_params", "render", "settled",
+           "with_launch_knobs"]

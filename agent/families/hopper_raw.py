@@ -259,7 +259,7 @@ def settle(params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, Any
     SHIFT_MIN_OVERHANG or more over an edge it can start inside of, and the tiles walk K forward and whole. Not the
     streaming tiles of M or N <= 64 (32 columns, swapped, split over a cluster): on 27 of them hanging 25-88% over
     (fresh skinny shapes, K = 1280-15936), shifted read 0.976-1.034 of padded, geomean 0.992-1.005 per mode
-    (raw_edge_streaming_h200_2026-11-29_0328d1f.json): a streamed operand's boxes wait on DRAM, not on the edge."""
+    (raw_edge_streaming_h200_2026-11-29_0328d1f.json): shift moves them neither way."""
     if not {"tile_m", "tile_n"} <= params.keys():
         return params  # too partial to say; `feasible` refuses it later
     p = {**DEFAULTS, **params}

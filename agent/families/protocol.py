@@ -40,6 +40,8 @@ class Family(Protocol):
     # Optional: cold_twin(params, shape) -> params | None, the same kernel tuned for a cold single call; a search
     # timed in that mode (agent.families.COLD_MODE) starts from its priors' twins, and the campaign plays it beside
     # the leader it came from in that mode's tournament
+    # Optional: settle(params, shape) -> params, the knobs the family sets by the shape instead of searching them
+    # (hopper_raw's edge); the policy applies it to every prior, seed, mutation and sample before `feasible`
 
 
 REQUIRED = ("NAME", "TEMPLATE", "ORDER", "SHORT", "DOMAIN", "SHARES", "validate", "feasible", "render", "space",
