@@ -580,6 +580,24 @@ def test_raw_edge_shift_is_only_where_a_tile_hangs_over_the_edge():
     assert "row0(" not in hopper_raw.render(RAW_OK)  # the default renders what it did before the knob
 
 
+def test_raw_cooperative_n_splits_columns_for_tiles_of_128_to_256_rows():
+    """The consumers of a 192-row tile cannot split its rows (96 is no m64 atom): they split its columns, each running
+    tile_m/64 atoms over half of them, stored from registers. Sweeps only: the search keeps its two schedules."""
+    p = dict(RAW_OK, tile_m=192, tile_n=144, stages=5, epi="direct", schedule="cooperative_n")
+    assert hopper_raw.feasible(p, (1296, 2680, 3392), "sm_90a")[0] and hopper_raw.accumulators(p) == 3 * 36
+    src = hopper_raw.render(p)
+    assert "wgmma.mma_async.sync.aligned.m64n72k16" in src and "constexpr int ATOMS = BM / 64;" in src
+    assert "cw * (BM / 2)" not in src  # no warpgroup owns a band of rows
+    for bad, why in ((dict(p, schedule="cooperative"), "96 rows"), (dict(p, epi="tma"), "epi=tma"),
+                     (dict(p, cluster_m=2, group=2), "cluster_m=2"), (dict(p, tile_m=64), "128-256 rows"),
+                     (dict(p, schedule="pingpong", tile_n=64), "taller tile")):
+        ok, reason = hopper_raw.feasible(bad, (1296, 2680, 3392), "sm_90a")
+        assert not ok and why in reason, reason
+    assert hopper_raw.feasible(dict(p, swap_ab=True), (2680, 1296, 3392), "sm_90a")[0]
+    assert hopper_raw.SEARCH_DOMAIN["schedule"] == ("cooperative", "pingpong")
+    assert 192 not in hopper_raw.SEARCH_DOMAIN["tile_m"]
+
+
 @pytest.mark.parametrize("tile, shape, shifted", [
     ((64, 112), (1368, 488, 3008), True),  # 62% of a tile-row and 64% of a tile-column over: 1.20-1.28x shifted
     ((128, 64), (1000, 3000, 2048), False),  # 19% over: under a fifth
@@ -688,6 +706,9 @@ def test_variants_of_each_family_compile_with_nvcc():
         # the last tiles shifted inside the output: TMA stores (ping-pong), stores from registers (64 rows)
         (hopper_raw.render(dict(RAW_OK, tile_n=176, stages=5, group=16, schedule="pingpong", edge="shift")), "sm_90a"),
         (hopper_raw.render(dict(RAW_OK, tile_m=64, tile_n=112, stages=7, epi="direct", edge="shift")), "sm_90a"),
+        # columns split between the consumers of a 192-row tile, swapped operands stored transposed
+        (hopper_raw.render(dict(RAW_OK, tile_m=192, tile_n=144, stages=5, epi="direct", schedule="cooperative_n",
+                                swap_ab=True)), "sm_90a"),
         (small.render(dict(SMALL_CLUSTER, pdl=True)), "sm_90a"),
     ]
     infos = _build_all(jobs)
@@ -823,6 +844,13 @@ GPU_SAMPLES = [
     # a small output (pricing.streams_ab): two tile-rows, the second ragged, N short of its last tile, K split over
     # clusters of 7 with a partial last k-block
     ("hopper_raw", dict(RAW_OK, tile_m=64, tile_n=32, stages=10, epi="direct", cluster_k=7, pdl=True), (100, 90, 4104)),
+    # columns split between the consumers of 128-256-row tiles (cooperative_n): ragged M and N, swapped, shifted
+    ("hopper_raw", dict(RAW_OK, tile_m=192, tile_n=144, stages=5, epi="direct", schedule="cooperative_n"),
+     (1000, 1000, 1032)),
+    ("hopper_raw", dict(RAW_OK, tile_m=192, tile_n=112, stages=5, epi="direct", schedule="cooperative_n",
+                        swap_ab=True, pdl=True), (430, 2000, 1000)),
+    ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=144, stages=4, epi="direct", schedule="cooperative_n",
+                        edge="shift", group=4), (1000, 1000, 520)),
 ]
 
 

@@ -26,7 +26,7 @@ DOMAIN: dict[str, tuple] = {
     # two consumer warpgroups of tile_m/2 rows, one or two m64 wgmma atoms each; at 64 rows both take every row and
     # half the columns each (sweeps and priors only: _wave_filling_priors from M = 512, _streaming_priors to M = 64,
     # _cluster_split_prior where N = 128)
-    "tile_m": (64, 128, 256),
+    "tile_m": (64, 128, 192, 256),
     # 32: a 64-row tile only (each consumer an m64n16 atom), for M <= 64, where NVIDIA streams B through one kernel of
     # 64 CTAs of 32 columns (docs/benchmarks/data/dev_ncu_h100_2026-11-26_a1259ae/summary.md); sweeps and priors only
     "tile_n": (32, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256),
@@ -75,7 +75,12 @@ DOMAIN: dict[str, tuple] = {
     # and big shapes of K = 512-2048 in both tile orders (H100, sixteen pairs in the same rounds,
     # docs/benchmarks/data/raw_pingpong_bands_h100_2026-11-27_13a0c15.json) the 128x128 ping-pong read 0.986-1.082 of
     # the same tile cooperative back to back and 0.985-1.068 cold, below it only at K = 2048. One CTA a cluster
-    "schedule": ("cooperative", "pingpong"),
+    # cooperative_n: both share each tile by columns, each taking all its rows (tile_m/64 m64 atoms) and half its
+    # columns, as the 64-row tile always does; so 192 rows, which the rows cannot be split into (96 is no atom). NVIDIA's
+    # picks on seven fresh mid shapes where the first batch read 0.74-0.96 were such tiles, sized to divide a side:
+    # 192x144 (144 rows: 432 and 1296 in 3 and 9), 192x112, 176x192, 64x104, 56x128 (nvjet ..._coopB on two;
+    # data/edge_settle_misses_ncu_h200_2026-11-29_5969936/). For sweeps, stored from registers; compile-checked only
+    "schedule": ("cooperative", "pingpong", "cooperative_n"),
     # shift: the tiles that would hang over the output's edge start early, inside it, recomputing and storing again
     # the rows (columns) of the tile before; pad: TMA fills what lies outside with zeros. Not searched: the policy
     # settles it by the tile and the shape (`settle`)
@@ -89,7 +94,7 @@ DOMAIN: dict[str, tuple] = {
 # priors of M <= 64 (_streaming_priors); swap_ab is left out (a search never moves it), so that the knob distances of
 # the shapes it does not serve are those they were measured with.
 SEARCH_DOMAIN: dict[str, tuple] = {**{k: v for k, v in DOMAIN.items() if k not in ("cluster_k", "swap_ab", "edge")},
-                                   "tile_m": (128, 256),
+                                   "tile_m": (128, 256), "schedule": ("cooperative", "pingpong"),
                                    "tile_n": tuple(t for t in DOMAIN["tile_n"] if t > 32 and t not in ONE_WAVE_ONLY_N),
                                    "stages": tuple(range(2, 8)),
                                    "l2_evict_first": ("none", "c", "bc"), "grid": ("full", "even")}
@@ -147,6 +152,8 @@ def accumulators(p: dict[str, Any]) -> int:
     64-row tile's columns, twice the atoms where a ping-pong warpgroup owns a whole tile)."""
     if p.get("schedule") == "pingpong":
         return p["tile_m"] // 64 * p["tile_n"] // 2
+    if p.get("schedule") == "cooperative_n":
+        return p["tile_m"] // 64 * p["tile_n"] // 4
     return p["tile_n"] // 4 if p["tile_m"] == 64 else (p["tile_m"] // 128) * p["tile_n"] // 2
 
 
@@ -175,8 +182,18 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
                            f"cluster_m=1, cluster_k=1 and swap_ab=False, not {', '.join(bad)}")
         if p.get("grid") == "streamk":
             return False, "schedule=pingpong takes whole tiles: grid=streamk splits them by k-blocks"
-        if p["tile_m"] == 256:
-            return False, "schedule=pingpong takes 64- and 128-row tiles (a warpgroup's own 256-row tile is untried)"
+        if p["tile_m"] > 128:
+            return False, "schedule=pingpong takes 64- and 128-row tiles (a warpgroup's own taller tile is untried)"
+    elif p.get("schedule") == "cooperative_n":
+        if bad := _clashing(p, {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "grid": "full"}):
+            return False, (f"schedule=cooperative_n (each consumer warpgroup all rows, half the columns) is stored from "
+                           f"registers, one CTA a cluster, the tile whole: it needs epi=direct, cluster_m=1, "
+                           f"cluster_k=1 and grid=full, not {', '.join(bad)}")
+        if p["tile_m"] == 64 or p["tile_n"] % 16:
+            return False, (f"schedule=cooperative_n takes 128-256 rows and an even number of 8-column groups a "
+                           f"warpgroup (the 64-row tile splits its columns anyway): not {p['tile_m']}x{p['tile_n']}")
+    elif p["tile_m"] == 192:
+        return False, "a 192-row tile takes schedule=cooperative_n: 96 rows a warpgroup is no whole m64 atom"
     elif p["tile_m"] == 64:
         # each consumer warpgroup owns tile_n/2 columns: whole 64-column sub-tiles, or half of one shared by both
         if p.get("epi") == "tma" and p["tile_n"] not in (64, 128, 256):
@@ -197,9 +214,11 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             return False, (f"cluster_k={ck} takes one tile per cluster and stores from its reduction: it needs "
                            f"cluster_m=1, epi=direct, k_order=forward and grid=full, not {', '.join(bad)}")
     if p.get("swap_ab"):
-        if bad := _clashing(p, {"tile_m": 64, "epi": "direct", "cluster_m": 1, "grid": "full"}):
-            return False, (f"swap_ab is for the 64-row streaming tiles, stored from registers: it needs tile_m=64, "
-                           f"epi=direct, cluster_m=1 and grid=full, not {', '.join(bad)}")
+        tall = {} if p.get("schedule") == "cooperative_n" else {"tile_m": 64}
+        if bad := _clashing(p, {**tall, "epi": "direct", "cluster_m": 1, "grid": "full"}):
+            return False, (f"swap_ab is for the 64-row streaming tiles and the column-split ones, stored from "
+                           f"registers: it needs tile_m=64 or schedule=cooperative_n, epi=direct, cluster_m=1 and "
+                           f"grid=full, not {', '.join(bad)}")
     if why := smem_problem(smem_bytes(p), lim):
         return False, why
     if shape is not None:
@@ -298,14 +317,15 @@ def pushes(p: dict[str, Any]) -> bool:
 def render(params: dict[str, Any]) -> str:
     p = validate(params)
     pingpong = p.get("schedule") == "pingpong"
-    cols_split = p["tile_m"] == 64 and not pingpong  # two consumer warpgroups share a 64-row tile's columns
+    # two consumer warpgroups share the tile's columns: a 64-row tile's always, a taller one's by its schedule
+    cols_split = (p["tile_m"] == 64 and not pingpong) or p.get("schedule") == "cooperative_n"
     wn = p["tile_n"] // 2 if cols_split else p["tile_n"]  # one consumer warpgroup's wgmma N
     n = wn // 2  # accumulator registers of one m64 wgmma atom, spelled out for its inline assembly
     evict = p.get("l2_evict_first", "none").replace("none", "")
     # the epilogue's offsets of a consumer warpgroup's part of the tile: its columns where two share a 64-row tile, its
     # rows where two share a taller one, none where it owns the tile (ping-pong)
     shares = dict(cols="CN" if cols_split else "BN", col_off="cw * CN + " if cols_split else "",
-                  row_off="" if p["tile_m"] == 64 or pingpong else "cw * (BM / 2) + ")
+                  row_off="" if cols_split or pingpong else "cw * (BM / 2) + ")
     shift = p.get("edge") == "shift"
     shares.update(row0="row0(tm, M)" if shift else "tm * BM", col0="col0(tn, N)" if shift else "tn * BN")
     return render_feasible(NAME, TEMPLATE, p, feasible, defaults=DEFAULTS, wgmma_n=wn, acc_regs=n, evict_first=evict,
