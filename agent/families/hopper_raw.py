@@ -25,7 +25,7 @@ ONE_WAVE_ONLY_N = (80, 96, 112)
 DOMAIN: dict[str, tuple] = {
     # two consumer warpgroups of tile_m/2 rows, one or two m64 wgmma atoms each; at 64 rows both take every row and
     # half the columns each (sweeps and priors only: _wave_filling_priors from M = 512, _streaming_priors to M = 64,
-    # _cluster_split_prior where N = 128)
+    # _cluster_split_prior where N = 128); 192 rows only so (schedule=cooperative_n)
     "tile_m": (64, 128, 192, 256),
     # 32: a 64-row tile only (each consumer an m64n16 atom), for M <= 64, where NVIDIA streams B through one kernel of
     # 64 CTAs of 32 columns (docs/benchmarks/data/dev_ncu_h100_2026-11-26_a1259ae/summary.md); sweeps and priors only
@@ -76,9 +76,9 @@ DOMAIN: dict[str, tuple] = {
     # docs/benchmarks/data/raw_pingpong_bands_h100_2026-11-27_13a0c15.json) the 128x128 ping-pong read 0.986-1.082 of
     # the same tile cooperative back to back and 0.985-1.068 cold, below it only at K = 2048. One CTA a cluster
     # cooperative_n: both share each tile by columns, each taking all its rows (tile_m/64 m64 atoms) and half its
-    # columns, as the 64-row tile always does; so 192 rows, which the rows cannot be split into (96 is no atom). NVIDIA's
-    # picks on seven fresh mid shapes where the first batch read 0.74-0.96 were such tiles, sized to divide a side:
-    # 192x144 (144 rows: 432 and 1296 in 3 and 9), 192x112, 176x192, 64x104, 56x128 (nvjet ..._coopB on two;
+    # columns, as the 64-row tile always does; so 192 rows, which cannot be split in two (96 is no atom). On seven
+    # fresh mid shapes where our first batch read 0.74-0.96, NVIDIA sized its tiles to divide a side: 192x144 (144
+    # rows: 432 and 1296 in 3 and 9), 192x112, 176x192, 64x104, 56x128, the columns split on three (nvjet's coopB;
     # data/edge_settle_misses_ncu_h200_2026-11-29_5969936/). For sweeps, stored from registers; compile-checked only
     "schedule": ("cooperative", "pingpong", "cooperative_n"),
     # shift: the tiles that would hang over the output's edge start early, inside it, recomputing and storing again
@@ -186,8 +186,8 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             return False, "schedule=pingpong takes 64- and 128-row tiles (a warpgroup's own taller tile is untried)"
     elif p.get("schedule") == "cooperative_n":
         if bad := _clashing(p, {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "grid": "full"}):
-            return False, (f"schedule=cooperative_n (each consumer warpgroup all rows, half the columns) is stored from "
-                           f"registers, one CTA a cluster, the tile whole: it needs epi=direct, cluster_m=1, "
+            return False, (f"schedule=cooperative_n (each consumer warpgroup all rows, half the columns) is stored "
+                           f"from registers, one CTA a cluster, the tile whole: it needs epi=direct, cluster_m=1, "
                            f"cluster_k=1 and grid=full, not {', '.join(bad)}")
         if p["tile_m"] == 64 or p["tile_n"] % 16:
             return False, (f"schedule=cooperative_n takes 128-256 rows and an even number of 8-column groups a "
@@ -256,7 +256,7 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
 # (raw_one_wave_tiles_h200_2026-11-29_b6189d8.json). Shifted against padded, the same config in the same rounds (H200,
 # three modes; 49 configs on 40 shapes, 30 of them drawn after the first ten had set the rule:
 # raw_edge_shift_h200_2026-11-29_02fb846.json, raw_edge_settle_fresh_h200_2026-11-29_14fa8a9.json), per mode:
-# tiles narrower than 128x128 hanging 45% or more over, geomean 1.155-1.164 (0.996-1.99, 27 configs); 20-45%,
+# tiles of fewer elements than 128x128 hanging 45% or more over, geomean 1.155-1.164 (0.996-1.99, 27 configs); 20-45%,
 # 1.018-1.022 (0.985-1.121, 9); under 20%, 1.001-1.011 (0.972-1.058, 4). 128x128 hanging 45% or more over,
 # 1.010-1.018 (0.970-1.144, 9, below 1 on 5), and in the first batches of twelve more fresh shapes it read
 # 0.971-0.994 on the two where it was the batch's best; the 4-5-stage tiles of 128x176 and larger 0.984-1.002
@@ -274,9 +274,9 @@ def overhang(side: int, tile: int) -> float:
 
 
 def settle(params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, Any]:
-    """`params` with the edge the shape asks of its tile: shifted where a tile of fewer elements than SHIFT_BELOW_TILE hangs
-    SHIFT_MIN_OVERHANG or more over an edge it can start inside of, and the tiles walk K forward and whole. Not the
-    streaming tiles of M or N <= 64 (32 columns, swapped, split over a cluster): on 27 of them hanging 25-88% over
+    """`params` with the edge the shape asks of its tile: shifted where a tile of fewer elements than SHIFT_BELOW_TILE
+    hangs SHIFT_MIN_OVERHANG or more over an edge it can start inside of, and the tiles walk K forward and whole. Not
+    the streaming tiles of M or N <= 64 (32 columns, swapped, split over a cluster): on 27 of them hanging 25-88% over
     (fresh skinny shapes, K = 1280-15936), shifted read 0.976-1.034 of padded, geomean 0.992-1.005 per mode
     (raw_edge_streaming_h200_2026-11-29_0328d1f.json): shift moves them neither way."""
     if not {"tile_m", "tile_n"} <= params.keys():
