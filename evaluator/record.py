@@ -126,17 +126,18 @@ class EvalResult:
     def ok(self) -> bool:
         return self.status == OK
 
-    def speedup(self, baseline: str, stat: str = "mean") -> float | None:
-        """Speedup against a baseline. A '-max' name means the fastest in these rounds of the NN and TN variants
-        (AutoTuning's runners-up included: cublaslt-autotune-NN#2, ...); BEST_NVIDIA the fastest of all baselines
-        timed in these rounds, chosen by median, so the pick is made in the measurement's own regime."""
+    def baseline_timing(self, baseline: str) -> Timing | None:
+        """The timing a baseline name stands for. A '-max' name means the fastest in these rounds of the NN and TN
+        variants (AutoTuning's runners-up included: cublaslt-autotune-NN#2, ...); BEST_NVIDIA the fastest of all
+        baselines timed in these rounds, chosen by median, so the pick is made in the measurement's own regime."""
         names = baseline_family(baseline, self.baselines)
         if names is not None:
-            if not names:
-                return None
-            best = min((self.baselines[n] for n in names), key=lambda t: t.median_us)
-            return best.speedup_mean if stat == "mean" else best.speedup_median
-        t = self.baselines.get(baseline)
+            return min((self.baselines[n] for n in names), key=lambda t: t.median_us, default=None)
+        return self.baselines.get(baseline)
+
+    def speedup(self, baseline: str, stat: str = "mean") -> float | None:
+        """Speedup against a baseline (`baseline_timing` says which timing a composite name picks)."""
+        t = self.baseline_timing(baseline)
         if t is None:
             return None
         return t.speedup_mean if stat == "mean" else t.speedup_median

@@ -80,17 +80,23 @@ def _row(gpu: str, acc: str, shape, pairs: list[tuple[float, float, str]], skipp
             "model_first_vs_fastest": model_first[1] / fastest, "model_first_family": model_first[2]}
 
 
-def check_probe(path: Path, arch: str, mode: str) -> list[dict]:
-    from agent.policy.costmodel import estimate_us
-
+def probe_rows(path: Path) -> list[dict]:
+    """The rows of a probe file, or SystemExit saying why it is none."""
     try:
         results = json.loads(Path(path).read_text())["results"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise SystemExit(f"{path} is not a probe file (JSON with a 'results' list): {e}")
     if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
-        # the older summaries keyed by shape and mode hold no configs to price
+        # the older summaries keyed by shape and mode hold no configs
         raise SystemExit(f"{path} is not a probe file: its 'results' is not a list of rows (family, params, shape, "
                          "mode, vs_best_nvidia), as scripts/sweep_configs.py --together writes")
+    return results
+
+
+def check_probe(path: Path, arch: str, mode: str) -> list[dict]:
+    from agent.policy.costmodel import estimate_us
+
+    results = probe_rows(path)
     groups: dict[tuple, list[tuple[float, float, str]]] = {}
     skipped: dict[tuple, int] = {}
     for r in results:

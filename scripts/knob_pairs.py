@@ -20,20 +20,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
+from costmodel_check import probe_rows  # noqa: E402
 
 
 def load_rows(paths: list[Path]) -> list[dict]:
-    rows = []
-    for path in paths:
-        try:
-            results = json.loads(Path(path).read_text())["results"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise SystemExit(f"{path} is not a probe file (JSON with a 'results' list): {e}")
-        if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
-            raise SystemExit(f"{path} is not a probe file: its 'results' is not a list of rows")
-        rows += results
-    return rows
+    return [r for path in paths for r in probe_rows(path)]
 
 
 def pairs(rows: list[dict], knob: str, base: Any) -> list[dict]:

@@ -142,12 +142,12 @@ def _together(jobs, a, modes, t0) -> int:
 
 def _medians(r) -> tuple[dict[str, float], float | None]:
     """Each kernel's median microseconds in these rounds (the candidate's as "candidate"; a refused rival has none)
-    and best NVIDIA's (the fastest baseline by median, as EvalResult.speedup picks it), so that probes of
-    neighbouring shapes compare times, not only ratios."""
+    and best NVIDIA's, so that probes of neighbouring shapes compare times, not only ratios."""
     if not r.ok or r.candidate is None:
         return {}, None
     us = {"candidate": r.candidate.median_us, **{n: t.median_us for n, t in r.rivals.items()}}
-    return us, min((t.median_us for t in r.baselines.values()), default=None)
+    best = r.baseline_timing(BEST_NVIDIA)
+    return us, best.median_us if best else None
 
 
 def _probe_record(rows: list[dict], a) -> dict:

@@ -202,8 +202,7 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         if bad := _clashing(p, {"cluster_m": 1, "cluster_k": 1, "k_order": "forward"}):
             return False, (f"grid=streamk shares tiles between neighbouring CTAs by k-blocks: it needs cluster_m=1, "
                            f"cluster_k=1 and k_order=forward, not {', '.join(bad)}")
-    if p.get("edge") == "shift" and (bad := _clashing(p, {"k_order": "forward"}) + (
-            ["grid=streamk"] if p.get("grid") == "streamk" else [])):
+    if p.get("edge") == "shift" and (bad := _shift_clashes(p)):
         return False, (f"edge=shift stores the rows two tiles share from both, which must agree to the bit: every tile "
                        f"walks K forward and whole, not {', '.join(bad)}")
     if "c" in p.get("l2_evict_first", "none") and p.get("epi") != "tma":
@@ -232,8 +231,7 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             if units > (fit := cluster_k_fit(ck, lim.num_sms)):
                 return False, (f"cluster_k={ck} takes one cluster per tile: {units} tiles exceed the {fit} clusters "
                                f"of {ck} CTAs that run at once, and those that do not fit would run as a second wave")
-        if p.get("edge") == "shift" and not any(side % t and side > t
-                                                for side, t in ((m, p["tile_m"]), (n, p["tile_n"]))):
+        if p.get("edge") == "shift" and not _hangs(p, m, n):
             return False, f"edge=shift: no {p['tile_m']}x{p['tile_n']} tile hangs over the {m}x{n} output's edge"
         if p.get("epi") == "tma" and not in_16_byte_rows(n):
             return False, f"the TMA epilogue needs N={n} to be a multiple of 8 (16-byte rows of C)"
@@ -273,6 +271,18 @@ def overhang(side: int, tile: int) -> float:
     return -side % tile / tile
 
 
+def _hangs(p: dict[str, Any], m: int, n: int) -> float:
+    """How far the kernel's m x n output's last tiles hang over the edges a shifted tile can start inside of (longer
+    than the tile), the larger share; 0 where none does."""
+    return max((overhang(side, t) for side, t in ((m, p["tile_m"]), (n, p["tile_n"])) if side > t), default=0.0)
+
+
+def _shift_clashes(p: dict[str, Any]) -> list[str]:
+    """The knobs that would keep a shifted tile's shared rows from agreeing to the bit (K not walked forward and
+    whole), as knob=value."""
+    return _clashing(p, {"k_order": "forward"}) + (["grid=streamk"] if p.get("grid") == "streamk" else [])
+
+
 def settle(params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, Any]:
     """`params` with the edge the shape asks of its tile: shifted where a tile of fewer elements than SHIFT_BELOW_TILE
     hangs SHIFT_MIN_OVERHANG or more over an edge it can start inside of, and the tiles walk K forward and whole. Not
@@ -283,9 +293,8 @@ def settle(params: dict[str, Any], shape: tuple[int, int, int]) -> dict[str, Any
         return params  # too partial to say; `feasible` refuses it later
     p = {**DEFAULTS, **params}
     m, n, _ = kernel_shape(p, shape)
-    hangs = max((overhang(side, t) for side, t in ((m, p["tile_m"]), (n, p["tile_n"])) if side > t), default=0.0)
-    shift = (p["tile_m"] * p["tile_n"] < SHIFT_BELOW_TILE and hangs >= SHIFT_MIN_OVERHANG and p["tile_n"] >= 64
-             and p["k_order"] == "forward" and p["grid"] != "streamk" and p["cluster_k"] == 1 and not p["swap_ab"])
+    shift = (p["tile_m"] * p["tile_n"] < SHIFT_BELOW_TILE and _hangs(p, m, n) >= SHIFT_MIN_OVERHANG
+             and p["tile_n"] >= 64 and not _shift_clashes(p) and p["cluster_k"] == 1 and not p["swap_ab"])
     q = {k: v for k, v in params.items() if k != "edge"}  # pad, the default, left out as canonical params do
     return dict(q, edge="shift") if shift else q
 
