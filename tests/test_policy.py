@@ -1146,6 +1146,22 @@ def test_raw_pingpong_prior_comes_first_from_k_256_to_2048(shape, first):
         "hopper_raw", coop, shape, "sm_90a")
 
 
+@pytest.mark.parametrize("shape, fit", [
+    ((1296, 2680, 3392), (192, 144, True)),  # NVIDIA's tiles there (nvjet): 144 rows into 1296 nine times
+    ((432, 7784, 3584), (192, 144, True)),
+    ((432, 5864, 5376), (192, 112, True)),
+    ((6184, 688, 1280), (192, 176, False)),
+    ((1000, 3000, 2048), None),  # no tile of at least FIT_MIN_TILE keeps 1000x3000 to one wave
+    ((256, 2048, 16384), None),  # a cluster split first
+])
+def test_raw_fitting_tile_takes_the_second_slot_where_one_wave_of_it_computes_less(shape, fit):
+    ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
+    got = [(p["tile_m"], p["tile_n"], p.get("swap_ab", False)) for p in ps if p.get("schedule") == "cooperative_n"]
+    assert got == ([fit] if fit else [])
+    if fit:
+        assert ps[1]["schedule"] == "cooperative_n" and get("hopper_raw").feasible(ps[1], shape, "sm_90a")[0]
+
+
 @pytest.mark.parametrize("shape,listed", [
     ((1152, 2304, 3072), [(176, 5), (64, 7)]),  # one wave of 176 where 64 takes three
     ((896, 6016, 3072), [(176, 5), (128, 6)]),  # two waves of 176 where 128 takes three
@@ -1163,8 +1179,9 @@ def test_raw_cooperative_176_goes_first_on_mid_shapes_from_k_256(shape, listed):
     listed 128x64 or 128x128 tile where its busiest CTA computes at most 0.98 of that tile's columns
     (`hopper_raw._coop_176_first`), and it takes hopper_raw's slot of the first batch."""
     ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
-    assert [(p["tile_n"], p["stages"]) for p in ps] == listed
     assert all(get("hopper_raw").feasible(p, shape, "sm_90a") == (True, "") for p in ps)
+    ps = [p for p in ps if p.get("schedule") != "cooperative_n"]  # the fitting tile's slot (`_fitting_tile`)
+    assert [(p["tile_n"], p["stages"]) for p in ps] == listed
     if listed[0][0] == 176:
         assert ps[0]["tile_m"] == 128 and ps[0].get("schedule", "cooperative") == "cooperative"
         batch = BuiltinPolicy(0).propose(shape, "fp32", "sm_90a", [], 4)
