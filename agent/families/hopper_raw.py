@@ -915,38 +915,41 @@ def _makespan(m: int, n: int, tile_n: int, sms: int) -> int:
 # The column-split tile (`_fitting_tile`) goes second where its busiest CTA computes this share fewer outputs than the
 # first listed prior's. NVIDIA's kernels on seven mid shapes where the first batch read 0.74-0.96 ran tiles sized so
 # (data/edge_settle_misses_ncu_h200_2026-11-29_5969936/): on 1296x2680x3392 and 432x7784x3584 192x144 tiles computed
-# 16% fewer outputs a CTA than our 128x256 and read 8% faster. Second in the list on 12 fresh shapes it lifted the
-# first batch's best 1.0-1.3% (geomean, 3 modes) and lost 8% where its tiles were 12% padding (3528x776x3392 256x96
-# 0.79 of best NVIDIA where the 128x64 it displaced read 0.86; data/raw_fitting_tile_first_batch_ab_h200_2026-11-29_
-# 0c8bfdb.json): a tile that fits one wave only by padding a side saves no time, so it must be FIT_MIN_FILL output.
+# 16% fewer outputs a CTA than our 128x256 and read 8% faster. Taken on any mid shape, in either operand order, it
+# moved the first batch's best 1.000-1.013 (27 fresh shapes, 3 modes; data/raw_fitting_tile_first_batch_ab_h200_
+# 2026-11-29_0c8bfdb.json, raw_fitting_tile_fresh_ab_h200_2026-11-29_ece2b41.json) and lost 8% where it displaced a
+# better tile. It led the batch's other tiles only swapped with M <= 576, the short side then cut in 16-column steps
+# rather than 64-row ones: 1.01-1.33 on 11 of 13 (data/raw_cooperative_n_h200_2026-11-29_fe753f5.json and the two);
+# unswapped it read 0.77-1.09, geomean 0.93. Its grid must be FIT_MIN_FILL output: the 8% loss was 12% padding.
 FIT_MIN_SAVING = 0.05
-FIT_MIN_FILL = 0.95
+FIT_MIN_FILL = 0.90
+FIT_SWAP_MAX_M = 576
 FIT_MIN_TILE = 128 * 128  # no narrower: their wgmmas run slower (pricing.WGMMA_TILE_EFF)
 
 
 def _fitting_tile(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms: int = 132) -> list[dict[str, Any]]:
-    """The cooperative_n tile (128-256 rows, 96-256 columns, either operand order, at least FIT_MIN_TILE, at least
+    """The swapped cooperative_n tile (128-256 rows, 96-256 columns, at least FIT_MIN_TILE, at least
     FIT_MIN_FILL of its padded grid output) of one wave whose CTAs compute the fewest outputs, where that is
     FIT_MIN_SAVING fewer than the busiest CTA of the first listed prior (unsplit): a tile that divides a side lets a
     smaller one keep the grid in one wave."""
-    if not listed:
+    if not listed or not shape[0] <= FIT_SWAP_MAX_M < shape[1]:
         return []
     p0 = {**DEFAULTS, **listed[0]}
     if p0["cluster_k"] > 1:
         return []  # a K split: the outputs a CTA computes do not measure its time
     km, kn, k = kernel_shape(p0, shape)
     bar = _busiest_area(km, kn, p0["tile_m"], p0["tile_n"], sms) * (1.0 - FIT_MIN_SAVING)
+    kn, km = shape[:2]  # swapped: M runs along the tile's columns
     ranked = []
-    for swap, tm, tn in itertools.product((False, True), (128, 192, 256), range(96, 257, 16)):
-        km, kn = (shape[1], shape[0]) if swap else shape[:2]
+    for tm, tn in itertools.product((128, 192, 256), range(96, 257, 16)):
         area = _busiest_area(km, kn, tm, tn, sms)
-        if area <= bar and tm * tn >= FIT_MIN_TILE and ceil_div(km, tm) * ceil_div(kn, tn) <= sms:
-            padded = ceil_div(km, tm) * tm * ceil_div(kn, tn) * tn
-            if km * kn >= FIT_MIN_FILL * padded:
-                ranked.append((area, padded, swap, tm, tn))
-    for area, _, swap, tm, tn in sorted(ranked):
+        padded = ceil_div(km, tm) * tm * ceil_div(kn, tn) * tn
+        if area <= bar and tm * tn >= FIT_MIN_TILE and ceil_div(km, tm) * ceil_div(kn, tn) <= sms \
+                and km * kn >= FIT_MIN_FILL * padded:
+            ranked.append((area, padded, tm, tn))
+    for area, _, tm, tn in sorted(ranked):
         base = {"tile_m": tm, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct", "schedule": "cooperative_n",
-                **({"swap_ab": True} if swap else {})}
+                "swap_ab": True}
         if _deepest_stages(base, "sm_90a", DOMAIN["stages"][:6]) is None:
             continue  # more accumulators than a consumer holds
         p = _k_deep(base, ceil_div(k, 64), DOMAIN["stages"][:6])
