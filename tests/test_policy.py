@@ -1147,14 +1147,15 @@ def test_raw_pingpong_prior_comes_first_from_k_256_to_2048(shape, first):
 
 
 @pytest.mark.parametrize("shape, fit", [
-    ((1296, 2680, 3392), (192, 144, True)),  # NVIDIA's tiles there (nvjet): 144 rows into 1296 nine times
-    ((432, 7784, 3584), (192, 144, True)),
+    ((432, 7784, 3584), (192, 144, True)),  # NVIDIA's tiles there (nvjet): 144 rows of the swapped product
     ((432, 5864, 5376), (192, 112, True)),
-    ((6184, 688, 1280), (192, 176, False)),
-    ((1000, 3000, 2048), None),  # no tile of at least FIT_MIN_TILE keeps 1000x3000 to one wave
+    ((320, 7048, 4480), (128, 160, True)),  # 320 = 2 x 160 columns where 128-row tiles pad it to 384
+    ((1296, 2680, 3392), None),  # M above FIT_SWAP_MAX_M: unswapped fits read 0.93 of the batch's best
+    ((6184, 688, 1280), None),  # the short side is N
+    ((600, 7000, 4096), None),
     ((256, 2048, 16384), None),  # a cluster split first
 ])
-def test_raw_fitting_tile_takes_the_second_slot_where_one_wave_of_it_computes_less(shape, fit):
+def test_raw_fitting_tile_takes_the_second_slot_where_one_swapped_wave_of_it_computes_less(shape, fit):
     ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
     got = [(p["tile_m"], p["tile_n"], p.get("swap_ab", False)) for p in ps if p.get("schedule") == "cooperative_n"]
     assert got == ([fit] if fit else [])
