@@ -914,16 +914,16 @@ def _makespan(m: int, n: int, tile_n: int, sms: int) -> int:
 
 # The column-split tile (`_fitting_tile`) goes second where its busiest CTA computes this share fewer outputs than the
 # first listed prior's. NVIDIA's kernels on seven mid shapes where the first batch read 0.74-0.96 ran tiles sized so
-# (data/edge_settle_misses_ncu_h200_2026-11-29_5969936/): on 1296x2680x3392 and 432x7784x3584 192x144 tiles computed
-# 16% fewer outputs a CTA than our 128x256 and read 8% faster. Taken on any mid shape, in either operand order, it
-# moved the first batch's best 1.000-1.013 (27 fresh shapes, 3 modes; data/raw_fitting_tile_first_batch_ab_h200_
-# 2026-11-29_0c8bfdb.json, raw_fitting_tile_fresh_ab_h200_2026-11-29_ece2b41.json) and lost 8% where it displaced a
-# better tile. It led the batch's other tiles only swapped with M <= 576, the short side then cut in 16-column steps
-# rather than 64-row ones: 1.01-1.33 on 11 of 13 (data/raw_cooperative_n_h200_2026-11-29_fe753f5.json and the two);
-# unswapped it read 0.77-1.09, geomean 0.93. Its grid must be FIT_MIN_FILL output: the 8% loss was 12% padding.
+# (data/edge_settle_misses_ncu_h200_2026-11-29_5969936/). Swapped, with M between 256 and 576, the short side is cut in
+# 16-column steps rather than 64-row ones: second on 13 fresh such shapes it lifted the first batch's best 1.085 back
+# to back, 1.086 separated, 1.120 server (geomean), lower on none (data/raw_fitting_tile_small_m_ab_h200_2026-11-29_
+# 53cb345.json). Taken on any mid shape in either order it moved 27 fresh first batches 1.000-1.013 and lost 8% where
+# it displaced a better tile (raw_fitting_tile_first_batch_ab_h200_2026-11-29_0c8bfdb.json, raw_fitting_tile_fresh_ab_
+# h200_2026-11-29_ece2b41.json); unswapped it read 0.77-1.09 of the batch's other tiles, geomean 0.93. Its grid must be
+# FIT_MIN_FILL output: that 8% loss was a grid 12% padding.
 FIT_MIN_SAVING = 0.05
 FIT_MIN_FILL = 0.90
-FIT_SWAP_MAX_M = 576
+FIT_SWAP_MAX_M = 576  # measured from M = 304: data/raw_fitting_tile_small_m_ab_h200_2026-11-29_53cb345.json
 FIT_MIN_TILE = 128 * 128  # no narrower: their wgmmas run slower (pricing.WGMMA_TILE_EFF)
 
 
@@ -932,8 +932,8 @@ def _fitting_tile(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms
     FIT_MIN_FILL of its padded grid output) of one wave whose CTAs compute the fewest outputs, where that is
     FIT_MIN_SAVING fewer than the busiest CTA of the first listed prior (unsplit): a tile that divides a side lets a
     smaller one keep the grid in one wave."""
-    if not listed or not shape[0] <= FIT_SWAP_MAX_M < shape[1]:
-        return []
+    if not listed or not 256 < shape[0] <= FIT_SWAP_MAX_M < shape[1] or shape[0] % 128 == 0:
+        return []  # 128-row tiles pad no M that 128 divides: 384x7480x7808 read 0.951 of best NVIDIA, swapped 0.949
     p0 = {**DEFAULTS, **listed[0]}
     if p0["cluster_k"] > 1:
         return []  # a K split: the outputs a CTA computes do not measure its time
