@@ -1153,6 +1153,8 @@ def test_raw_pingpong_prior_comes_first_from_k_256_to_2048(shape, first):
     ((1296, 2680, 3392), None),  # M above FIT_SWAP_MAX_M: unswapped fits read 0.93 of the batch's best
     ((6184, 688, 1280), None),  # the short side is N
     ((600, 7000, 4096), None),
+    ((568, 8576, 10752), None),  # its fit, swapped 256x192, spills (1,240 bytes) and read 0.72 of best NVIDIA
+    ((296, 14216, 12608), (256, 160, True)),
     ((256, 2048, 16384), None),  # a cluster split first
 ])
 def test_raw_fitting_tile_takes_the_second_slot_where_one_swapped_wave_of_it_computes_less(shape, fit):

@@ -925,10 +925,15 @@ FIT_MIN_SAVING = 0.05
 FIT_MIN_FILL = 0.90
 FIT_SWAP_MAX_M = 576  # measured from M = 304: data/raw_fitting_tile_small_m_ab_h200_2026-11-29_53cb345.json
 FIT_MIN_TILE = 128 * 128  # no narrower: their wgmmas run slower (pricing.WGMMA_TILE_EFF)
+# ptxas spills the swapped tiles beyond these (compiled with 168 registers: 192x224 740 bytes, 256x192 1,240), and they
+# read 0.70-0.77 of best NVIDIA where the tiles they displaced read 0.86-0.98 (data/raw_fitting_tile_big_small_m_ab_h200
+# _2026-11-29_c964822.json, raw_fitting_tile_fresh_ab_h200_2026-11-29_ece2b41.json); 256x176 and 192x208 spill 32-60.
+FIT_MAX_TILE_N = 208
+FIT_MAX_TILE = 256 * 176
 
 
 def _fitting_tile(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms: int = 132) -> list[dict[str, Any]]:
-    """The swapped cooperative_n tile (128-256 rows, 96-256 columns, at least FIT_MIN_TILE, at least
+    """The swapped cooperative_n tile (128-256 rows, 96-FIT_MAX_TILE_N columns, FIT_MIN_TILE-FIT_MAX_TILE, at least
     FIT_MIN_FILL of its padded grid output) of one wave whose CTAs compute the fewest outputs, where that is
     FIT_MIN_SAVING fewer than the busiest CTA of the first listed prior (unsplit): a tile that divides a side lets a
     smaller one keep the grid in one wave."""
@@ -941,10 +946,10 @@ def _fitting_tile(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms
     bar = _busiest_area(km, kn, p0["tile_m"], p0["tile_n"], sms) * (1.0 - FIT_MIN_SAVING)
     kn, km = shape[:2]  # swapped: M runs along the tile's columns
     ranked = []
-    for tm, tn in itertools.product((128, 192, 256), range(96, 257, 16)):
+    for tm, tn in itertools.product((128, 192, 256), range(96, FIT_MAX_TILE_N + 1, 16)):
         area = _busiest_area(km, kn, tm, tn, sms)
         padded = ceil_div(km, tm) * tm * ceil_div(kn, tn) * tn
-        if area <= bar and tm * tn >= FIT_MIN_TILE and ceil_div(km, tm) * ceil_div(kn, tn) <= sms \
+        if area <= bar and FIT_MIN_TILE <= tm * tn <= FIT_MAX_TILE and ceil_div(km, tm) * ceil_div(kn, tn) <= sms \
                 and km * kn >= FIT_MIN_FILL * padded:
             ranked.append((area, padded, tm, tn))
     for area, _, tm, tn in sorted(ranked):
