@@ -6,8 +6,9 @@ cuBLASLt-AutoTuning-max.
     python3 scripts/sweep_configs.py SPEC.json --out DIR [--acc fp32] [--mode graph] [--budget-s 400] [--jobs 16]
     python3 scripts/sweep_configs.py SPEC.json --out DIR --together --modes back-to-back,server [--rounds 12]
 
-SPEC.json is a list of {"family": ..., "params": {...}, "shape": [M, N, K]}. Results go to DIR/sweep.json, one
-record per entry, as soon as each is measured, so a run cut short keeps what it finished. This is the tool for
+SPEC.json is a list of {"family": ..., "params": {...}, "shape": [M, N, K]} (with "source": a .cu file, timed in
+place of what the params render today; `_jobs`). Results go to DIR/sweep.json, one record per entry, as soon as each
+is measured, so a run cut short keeps what it finished. This is the tool for
 kernel-family work; the built-in policy's search goes through `cudal2 campaign`.
 
 --together times a shape's entries in the same rounds, in each of --modes: the first as the candidate (it passes
@@ -37,7 +38,6 @@ BASELINE = "cublaslt-autotune-max"
 
 
 def main() -> int:
-    from agent.families import candidate_name, render
     from evaluator.api import evaluate
     from evaluator.compile import compile_many
 
@@ -61,15 +61,10 @@ def main() -> int:
     t0 = time.monotonic()
     entries = json.loads(a.spec.read_text())
     a.out.mkdir(parents=True, exist_ok=True)
-    jobs = []
-    for e in entries:
-        shape = tuple(e["shape"])
-        try:
-            src = render(e["family"], e["params"], shape, a.arch)
-        except ValueError as err:
-            print(f"refused {e['family']} {e['params']}: {err}", flush=True)
-            continue
-        jobs.append((e, shape, src, candidate_name(e["family"], e["params"])))
+    try:
+        jobs = _jobs(entries, a.arch, a.spec.parent)
+    except OSError as err:
+        ap.error(f"an entry's source: {err}")
     infos = compile_many(sorted({j[2] for j in jobs}), a.arch, jobs=a.jobs)
     failed = sum(not i.ok for i in infos)
     print(f"{len(jobs)} entries, {len(infos)} distinct sources compiled in {time.monotonic() - t0:.0f} s"
@@ -95,6 +90,28 @@ def main() -> int:
               f"kernel {row['kernel_us']} us, autotune {row['autotune_us']} us {r.reason[:100]}", flush=True)
     print(f"done in {time.monotonic() - t0:.0f} s", flush=True)
     return 0
+
+
+def _jobs(entries: list[dict], arch: str, spec_dir: Path) -> list[tuple]:
+    """(entry, shape, source, name) of each entry that renders. An entry with "source" (a .cu path, relative to the
+    spec's folder unless absolute) is timed as that file says, named by its stem: a kernel another commit's template
+    rendered, beside today's of the same params."""
+    from agent.families import candidate_name, render
+
+    jobs = []
+    for e in entries:
+        shape = tuple(e["shape"])
+        if "source" in e:
+            path = spec_dir / e["source"]
+            jobs.append((e, shape, path.read_text(), path.stem))
+            continue
+        try:
+            src = render(e["family"], e["params"], shape, arch)
+        except ValueError as err:
+            print(f"refused {e['family']} {e['params']}: {err}", flush=True)
+            continue
+        jobs.append((e, shape, src, candidate_name(e["family"], e["params"])))
+    return jobs
 
 
 def _together(jobs, a, modes, t0) -> int:

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent))
 from script_module import REPO, load_script  # noqa: E402
 
@@ -105,3 +107,22 @@ def test_an_unknown_mode_is_refused_before_anything_is_built(tmp_path):
     assert p.returncode == 2
     assert "unknown mode(s) cold" in p.stderr and "server" in p.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_an_entry_with_a_source_is_timed_as_that_file_says_beside_todays_render(tmp_path):
+    """A template A/B: the old side's kernel, rendered at another commit, keeps its params for the record and is named
+    by its file, so it does not collide with today's render of the same params."""
+    mod = load_script("sweep_configs")
+    params = {"tile_m": 128, "tile_n": 128, "stages": 4, "group": 1, "acc": "fp32"}
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "hr_old_64x64.cu").write_text("// the old template's kernel\n")
+    entries = [{"family": "hopper_raw", "params": params, "shape": [256, 256, 1024], "role": "new"},
+               {"family": "hopper_raw", "params": params, "shape": [256, 256, 1024], "role": "old",
+                "source": "old/hr_old_64x64.cu"}]
+    (new, _, new_src, new_name), (old, shape, old_src, old_name) = mod._jobs(entries, "sm_90a", tmp_path)
+    assert 'extern "C" int hgemm(' in new_src
+    assert old_src == "// the old template's kernel\n" and old_name == "hr_old_64x64" and old_name != new_name
+    assert old["params"] == params and shape == (256, 256, 1024)
+    entries[1]["source"] = "old/missing.cu"
+    with pytest.raises(OSError, match="missing.cu"):
+        mod._jobs(entries, "sm_90a", tmp_path)
