@@ -944,13 +944,13 @@ def _fitting_tile(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms
         return []  # a K split: the outputs a CTA computes do not measure its time
     km, kn, k = kernel_shape(p0, shape)
     bar = _busiest_area(km, kn, p0["tile_m"], p0["tile_n"], sms) * (1.0 - FIT_MIN_SAVING)
-    kn, km = shape[:2]  # swapped: M runs along the tile's columns
+    rows, cols = shape[1], shape[0]  # swapped: M runs along the tile's columns
     ranked = []
     for tm, tn in itertools.product((128, 192, 256), range(96, FIT_MAX_TILE_N + 1, 16)):
-        area = _busiest_area(km, kn, tm, tn, sms)
-        padded = ceil_div(km, tm) * tm * ceil_div(kn, tn) * tn
-        if area <= bar and FIT_MIN_TILE <= tm * tn <= FIT_MAX_TILE and ceil_div(km, tm) * ceil_div(kn, tn) <= sms \
-                and km * kn >= FIT_MIN_FILL * padded:
+        area = _busiest_area(rows, cols, tm, tn, sms)
+        padded = ceil_div(rows, tm) * tm * ceil_div(cols, tn) * tn
+        if area <= bar and FIT_MIN_TILE <= tm * tn <= FIT_MAX_TILE and ceil_div(rows, tm) * ceil_div(cols, tn) <= sms \
+                and rows * cols >= FIT_MIN_FILL * padded:
             ranked.append((area, padded, tm, tn))
     for area, _, tm, tn in sorted(ranked):
         base = {"tile_m": tm, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct", "schedule": "cooperative_n",
