@@ -947,10 +947,10 @@ def _fitting_tile(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms
     rows, cols = shape[1], shape[0]  # swapped: M runs along the tile's columns
     ranked = []
     for tm, tn in itertools.product((128, 192, 256), range(96, FIT_MAX_TILE_N + 1, 16)):
-        area = _busiest_area(rows, cols, tm, tn, sms)
-        padded = ceil_div(rows, tm) * tm * ceil_div(cols, tn) * tn
-        if area <= bar and FIT_MIN_TILE <= tm * tn <= FIT_MAX_TILE and ceil_div(rows, tm) * ceil_div(cols, tn) <= sms \
-                and rows * cols >= FIT_MIN_FILL * padded:
+        tiles, area = ceil_div(rows, tm) * ceil_div(cols, tn), _busiest_area(rows, cols, tm, tn, sms)
+        padded = tiles * tm * tn
+        fits = tiles <= sms and FIT_MIN_TILE <= tm * tn <= FIT_MAX_TILE and rows * cols >= FIT_MIN_FILL * padded
+        if fits and area <= bar:
             ranked.append((area, padded, tm, tn))
     for area, _, tm, tn in sorted(ranked):
         base = {"tile_m": tm, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct", "schedule": "cooperative_n",
