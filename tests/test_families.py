@@ -849,6 +849,10 @@ GPU_SAMPLES = [
      (1000, 1000, 1032)),
     ("hopper_raw", dict(RAW_OK, tile_m=192, tile_n=112, stages=5, epi="direct", schedule="cooperative_n",
                         swap_ab=True, pdl=True), (430, 2000, 1000)),
+    # swapped and paired: lanes trade a value to store half2 pairs down C's rows; 1000 rows of C^T leave a partial
+    # last tile of 232, and M = 302 a partial column tile
+    ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=176, stages=4, epi="direct", schedule="cooperative_n",
+                        swap_ab=True), (302, 1000, 1000)),
     ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=144, stages=4, epi="direct", schedule="cooperative_n",
                         edge="shift", group=4), (1000, 1000, 520)),
 ]

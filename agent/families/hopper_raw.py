@@ -925,9 +925,11 @@ FIT_MIN_SAVING = 0.05
 FIT_MIN_FILL = 0.90
 FIT_SWAP_MAX_M = 576  # measured from M = 304: data/raw_fitting_tile_small_m_ab_h200_2026-11-29_53cb345.json
 FIT_MIN_TILE = 128 * 128  # no narrower: their wgmmas run slower (pricing.WGMMA_TILE_EFF)
-# ptxas spills the swapped tiles beyond these (compiled with 168 registers: 192x224 740 bytes, 256x192 1,240), and they
-# read 0.70-0.77 of best NVIDIA where the tiles they displaced read 0.86-0.98 (data/raw_fitting_tile_big_small_m_ab_h200
-# _2026-11-29_c964822.json, raw_fitting_tile_fresh_ab_h200_2026-11-29_ece2b41.json); 256x176 and 192x208 spill 32-60.
+# With scalar stores ptxas spilled the swapped tiles beyond these (168 registers: 192x224 740 bytes, 256x192 1,240), and
+# they read 0.70-0.77 of best NVIDIA where the tiles they displaced read 0.86-0.98 (data/raw_fitting_tile_big_small_m_ab
+# _h200_2026-11-29_c964822.json). Paired stores spill nothing up to 192x224 and 256x176 (0.685 -> 0.900 on 880x5448x4992,
+# data/raw_swapped_paired_stores_h200_2026-11-29_e0115a0.json) but 256x192 still does; 224 columns would change the
+# priors of 2 of 2,997 off-grid shapes, so the bounds stay.
 FIT_MAX_TILE_N = 208
 FIT_MAX_TILE = 256 * 176
 
