@@ -80,7 +80,9 @@ DOMAIN: dict[str, tuple] = {
     # fresh mid shapes where our first batch read 0.74-0.96, NVIDIA sized its tiles to divide a side: 192x144 (144
     # rows: 432 and 1296 in 3 and 9), 192x112, 176x192, 64x104, 56x128, the columns split on three (nvjet's coopB;
     # data/edge_settle_misses_ncu_h200_2026-11-29_5969936/). For sweeps, stored from registers; compile-checked only
-    "schedule": ("cooperative", "pingpong", "cooperative_n"),
+    # cooperative_k: both run the whole tile at full wgmma width, each on every other k-block, and trade half their
+    # fp32 partial tiles through the ring at the end (one tile a CTA); for sweeps, not yet timed
+    "schedule": ("cooperative", "pingpong", "cooperative_n", "cooperative_k"),
     # shift: the tiles that would hang over the output's edge start early, inside it, recomputing and storing again
     # the rows (columns) of the tile before; pad: TMA fills what lies outside with zeros. Not searched: the policy
     # settles it by the tile and the shape (`settle`)
@@ -144,13 +146,15 @@ def smem_bytes(p: dict[str, Any]) -> int:
     ring = p["stages"] * (p["tile_m"] + p["tile_n"]) * 128
     if p.get("cluster_k", 1) > 1:
         ring = max(ring, p["tile_m"] * (p["tile_n"] + 8) * 4)
+    if p.get("schedule") == "cooperative_k":
+        ring = max(ring, p["tile_m"] * p["tile_n"] * 4)
     return ring + epi + 1024 + 16 * p["stages"]
 
 
 def accumulators(p: dict[str, Any]) -> int:
     """fp32 accumulators per consumer thread: a warpgroup's m64 atoms times tile_n/2 (half of it where two share a
     64-row tile's columns, twice the atoms where a ping-pong warpgroup owns a whole tile)."""
-    if p.get("schedule") == "pingpong":
+    if p.get("schedule") in ("pingpong", "cooperative_k"):
         return p["tile_m"] // 64 * p["tile_n"] // 2
     if p.get("schedule") == "cooperative_n":
         return p["tile_m"] // 64 * p["tile_n"] // 4
@@ -192,8 +196,17 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         if p["tile_m"] == 64 or p["tile_n"] % 16:
             return False, (f"schedule=cooperative_n takes 128-256 rows and an even number of 8-column groups a "
                            f"warpgroup (the 64-row tile splits its columns anyway): not {p['tile_m']}x{p['tile_n']}")
+    elif p.get("schedule") == "cooperative_k":
+        if bad := _clashing(p, {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "grid": "full"}):
+            return False, (f"schedule=cooperative_k (each consumer warpgroup the whole tile, every other k-block) is "
+                           f"stored from registers, one CTA a cluster, the tile whole: it needs epi=direct, "
+                           f"cluster_m=1, cluster_k=1 and grid=full, not {', '.join(bad)}")
+        if p["tile_m"] == 64 or p["tile_n"] % 16:
+            return False, (f"schedule=cooperative_k takes 128-256 rows and an even number of 8-column groups (each "
+                           f"consumer stores half of them): not {p['tile_m']}x{p['tile_n']}")
     elif p["tile_m"] == 192:
-        return False, "a 192-row tile takes schedule=cooperative_n: 96 rows a warpgroup is no whole m64 atom"
+        return False, ("a 192-row tile takes schedule=cooperative_n or cooperative_k: 96 rows a warpgroup is no whole "
+                       "m64 atom")
     elif p["tile_m"] == 64:
         # each consumer warpgroup owns tile_n/2 columns: whole 64-column sub-tiles, or half of one shared by both
         if p.get("epi") == "tma" and p["tile_n"] not in (64, 128, 256):
@@ -213,10 +226,11 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             return False, (f"cluster_k={ck} takes one tile per cluster and stores from its reduction: it needs "
                            f"cluster_m=1, epi=direct, k_order=forward and grid=full, not {', '.join(bad)}")
     if p.get("swap_ab"):
-        tall = {} if p.get("schedule") == "cooperative_n" else {"tile_m": 64}
+        tall = {} if p.get("schedule") in ("cooperative_n", "cooperative_k") else {"tile_m": 64}
         if bad := _clashing(p, {**tall, "epi": "direct", "cluster_m": 1, "grid": "full"}):
-            return False, (f"swap_ab is for the 64-row streaming tiles and the column-split ones, stored from "
-                           f"registers: it needs tile_m=64 or schedule=cooperative_n, epi=direct, cluster_m=1 and "
+            return False, (f"swap_ab is for the 64-row streaming tiles and the column- and k-split ones, stored from "
+                           f"registers: it needs tile_m=64 or schedule=cooperative_n or cooperative_k, epi=direct, "
+                           f"cluster_m=1 and "
                            f"grid=full, not {', '.join(bad)}")
     if why := smem_problem(smem_bytes(p), lim):
         return False, why
@@ -231,6 +245,10 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             if units > (fit := cluster_k_fit(ck, lim.num_sms)):
                 return False, (f"cluster_k={ck} takes one cluster per tile: {units} tiles exceed the {fit} clusters "
                                f"of {ck} CTAs that run at once, and those that do not fit would run as a second wave")
+        if p.get("schedule") == "cooperative_k" and (k <= 64 or ceil_div(m, p["tile_m"]) * ceil_div(n, p["tile_n"])
+                                                      > lim.num_sms):
+            return False, (f"schedule=cooperative_k takes one tile a CTA (its consumers trade partial tiles through "
+                           f"the ring) and at least two k-blocks: not {m}x{n}x{k} in {p['tile_m']}x{p['tile_n']} tiles")
         if p.get("edge") == "shift" and not _hangs(p, m, n):
             return False, f"edge=shift: no {p['tile_m']}x{p['tile_n']} tile hangs over the {m}x{n} output's edge"
         if p.get("epi") == "tma" and not in_16_byte_rows(n):
@@ -333,12 +351,13 @@ def render(params: dict[str, Any]) -> str:
     evict = p.get("l2_evict_first", "none").replace("none", "")
     # the epilogue's offsets of a consumer warpgroup's part of the tile: its columns where two share a 64-row tile, its
     # rows where two share a taller one, none where it owns the tile (ping-pong)
+    ksplit = p.get("schedule") == "cooperative_k"  # each runs the whole tile, and stores half its columns
     shares = dict(cols="CN" if cols_split else "BN", col_off="cw * CN + " if cols_split else "",
-                  row_off="" if cols_split or pingpong else "cw * (BM / 2) + ")
+                  row_off="" if cols_split or pingpong or ksplit else "cw * (BM / 2) + ")
     shift = p.get("edge") == "shift"
     shares.update(row0="row0(tm, M)" if shift else "tm * BM", col0="col0(tn, N)" if shift else "tn * BN")
     return render_feasible(NAME, TEMPLATE, p, feasible, defaults=DEFAULTS, wgmma_n=wn, acc_regs=n, evict_first=evict,
-                           pingpong=pingpong, cols_split=cols_split, push=pushes(p), **shares,
+                           pingpong=pingpong, ksplit=ksplit, cols_split=cols_split, push=pushes(p), **shares,
                            tail=p["tile_n"] % 64 if p.get("epi") == "tma" else 0,
                            acc_list=", ".join(f"%{i}" for i in range(n)),
                            acc_operands=", ".join(f'"+f"(d[{i}])' for i in range(n)))
