@@ -201,9 +201,8 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             return False, (f"schedule=cooperative_k (each consumer warpgroup the whole tile, every other k-block) is "
                            f"stored from registers, one CTA a cluster, the tile whole: it needs epi=direct, "
                            f"cluster_m=1, cluster_k=1 and grid=full, not {', '.join(bad)}")
-        if p["tile_m"] == 64 or p["tile_n"] % 16:
-            return False, (f"schedule=cooperative_k takes 128-256 rows and an even number of 8-column groups (each "
-                           f"consumer stores half of them): not {p['tile_m']}x{p['tile_n']}")
+        if p["tile_m"] == 64:
+            return False, "schedule=cooperative_k takes 128-256 rows (a 64-row tile splits its columns anyway)"
     elif p["tile_m"] == 192:
         return False, ("a 192-row tile takes schedule=cooperative_n or cooperative_k: 96 rows a warpgroup is no whole "
                        "m64 atom")
