@@ -614,9 +614,16 @@ def test_raw_cooperative_k_splits_k_blocks_between_the_consumers():
                      (dict(p, tile_n=144), "accumulators")):
         ok, reason = hopper_raw.feasible(bad, shape, "sm_90a")
         assert not ok and why in reason, reason
-    for big in ((408, 6024 * 2, 8192), (408, 6024, 64)):  # two waves; one k-block
-        ok, reason = hopper_raw.feasible(p, big, "sm_90a")
-        assert not ok and "one tile a CTA" in reason, reason
+    ok, reason = hopper_raw.feasible(p, (408, 6024 * 2, 8192), "sm_90a")  # two waves through a 5-stage ring
+    assert not ok and "one tile a CTA" in reason, reason
+    ok, reason = hopper_raw.feasible(p, (408, 6024, 64), "sm_90a")
+    assert not ok and "K=64 is one" in reason, reason
+    # three stages leave room for the exchange buffer beside the ring: a CTA may take several tiles
+    three = dict(p, stages=3)
+    assert hopper_raw.exchange_beside_ring(three) and not hopper_raw.exchange_beside_ring(p)
+    assert hopper_raw.feasible(three, (408, 6024 * 2, 8192), "sm_90a")[0]
+    assert "XCH_OFFSET = STAGES * STAGE_BYTES" in hopper_raw.render(three)
+    assert "tiles_m * tiles_n > dev.slots" not in hopper_raw.render(three)
     assert "cooperative_k" not in hopper_raw.SEARCH_DOMAIN["schedule"]
 
 
@@ -886,6 +893,9 @@ GPU_SAMPLES = [
                         swap_ab=True, pdl=True), (430, 2000, 1000)),
     ("hopper_raw", dict(RAW_OK, tile_m=128, tile_n=128, stages=5, epi="direct", schedule="cooperative_k"),
      (1000, 1000, 1032)),
+    # the exchange buffer beside the ring: several tiles a CTA (4.4 waves of 128x64), the last ragged both ways
+    ("hopper_raw", dict(RAW_OK, tile_m=128, tile_n=64, stages=6, epi="direct", schedule="cooperative_k", group=2),
+     (2000, 2300, 1000)),
 ]
 
 

@@ -147,8 +147,17 @@ def smem_bytes(p: dict[str, Any]) -> int:
     if p.get("cluster_k", 1) > 1:
         ring = max(ring, p["tile_m"] * (p["tile_n"] + 8) * 4)
     if p.get("schedule") == "cooperative_k":
-        ring = max(ring, p["tile_m"] * p["tile_n"] * 4)
+        xch = p["tile_m"] * p["tile_n"] * 4
+        ring = ring + xch if exchange_beside_ring(p) else max(ring, xch)
     return ring + epi + 1024 + 16 * p["stages"]
+
+
+def exchange_beside_ring(p: dict[str, Any]) -> bool:
+    """cooperative_k: whether the consumers' fp32 exchange buffer fits beside the ring, so that a CTA may take several
+    tiles (the producer loads the next one's k-blocks while the consumers trade); else it overlays the ring, one tile
+    a CTA."""
+    need = p["stages"] * (p["tile_m"] + p["tile_n"]) * 128 + p["tile_m"] * p["tile_n"] * 4 + 1024 + 16 * p["stages"]
+    return need <= pricing.arch_limits("sm_90a").smem_per_block
 
 
 def accumulators(p: dict[str, Any]) -> int:
@@ -244,10 +253,13 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             if units > (fit := cluster_k_fit(ck, lim.num_sms)):
                 return False, (f"cluster_k={ck} takes one cluster per tile: {units} tiles exceed the {fit} clusters "
                                f"of {ck} CTAs that run at once, and those that do not fit would run as a second wave")
-        if p.get("schedule") == "cooperative_k" and (k <= 64 or ceil_div(m, p["tile_m"]) * ceil_div(n, p["tile_n"])
-                                                      > lim.num_sms):
-            return False, (f"schedule=cooperative_k takes one tile a CTA (its consumers trade partial tiles through "
-                           f"the ring) and at least two k-blocks: not {m}x{n}x{k} in {p['tile_m']}x{p['tile_n']} tiles")
+        if p.get("schedule") == "cooperative_k" and k <= 64:
+            return False, f"schedule=cooperative_k gives each consumer k-blocks of its own: K={k} is one"
+        if (p.get("schedule") == "cooperative_k" and not exchange_beside_ring(p)
+                and ceil_div(m, p["tile_m"]) * ceil_div(n, p["tile_n"]) > lim.num_sms):
+            return False, (f"schedule=cooperative_k with {p['stages']} stages of {p['tile_m']}x{p['tile_n']} trades "
+                           f"partial tiles through the ring: one tile a CTA, not {m}x{n} (fewer stages leave room "
+                           f"for a buffer of its own)")
         if p.get("edge") == "shift" and not _hangs(p, m, n):
             return False, f"edge=shift: no {p['tile_m']}x{p['tile_n']} tile hangs over the {m}x{n} output's edge"
         if p.get("epi") == "tma" and not in_16_byte_rows(n):
@@ -356,7 +368,8 @@ def render(params: dict[str, Any]) -> str:
     shift = p.get("edge") == "shift"
     shares.update(row0="row0(tm, M)" if shift else "tm * BM", col0="col0(tn, N)" if shift else "tn * BN")
     return render_feasible(NAME, TEMPLATE, p, feasible, defaults=DEFAULTS, wgmma_n=wn, acc_regs=n, evict_first=evict,
-                           pingpong=pingpong, ksplit=ksplit, cols_split=cols_split, push=pushes(p), **shares,
+                           pingpong=pingpong, ksplit=ksplit, xch_beside=ksplit and exchange_beside_ring(p),
+                           cols_split=cols_split, push=pushes(p), **shares,
                            tail=p["tile_n"] % 64 if p.get("epi") == "tma" else 0,
                            acc_list=", ".join(f"%{i}" for i in range(n)),
                            acc_operands=", ".join(f'"+f"(d[{i}])' for i in range(n)))
@@ -945,9 +958,9 @@ FIT_SWAP_MAX_M = 576  # measured from M = 304: data/raw_fitting_tile_small_m_ab_
 FIT_MIN_TILE = 128 * 128  # no narrower: their wgmmas run slower (pricing.WGMMA_TILE_EFF)
 # With scalar stores ptxas spilled the swapped tiles beyond these (168 registers: 192x224 740 bytes, 256x192 1,240), and
 # they read 0.70-0.77 of best NVIDIA where the tiles they displaced read 0.86-0.98 (data/raw_fitting_tile_big_small_m_ab
-# _h200_2026-11-29_c964822.json). Paired stores spill nothing up to 192x224 and 256x176 (0.685 -> 0.900 on 880x5448x4992,
-# data/raw_swapped_paired_stores_h200_2026-11-29_e0115a0.json) but 256x192 still does; 224 columns would change the
-# priors of 2 of 2,997 off-grid shapes, so the bounds stay.
+# _h200_2026-11-29_c964822.json). Paired stores spill nothing up to 192x224 and 256x176 (0.685 -> 0.900 on
+# 880x5448x4992, data/raw_swapped_paired_stores_h200_2026-11-29_e0115a0.json) but 256x192 still does; 224 columns
+# would change the priors of 2 of 2,997 off-grid shapes, so the bounds stay.
 FIT_MAX_TILE_N = 208
 FIT_MAX_TILE = 256 * 176
 
