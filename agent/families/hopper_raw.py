@@ -139,24 +139,39 @@ def validate(params: dict[str, Any]) -> dict[str, Any]:
     return validate_with_defaults(params, DOMAIN, DEFAULTS)
 
 
+# The schedules whose consumers share a 128-256-row tile other than by rows, and how each consumer takes it
+SPLIT_SCHEDULES = {"cooperative_n": "all rows, half the columns", "cooperative_k": "the whole tile, every other k-block"}
+
+
 def smem_bytes(p: dict[str, Any]) -> int:
     """The stage ring (128-byte rows of 64 K-elements; a K-split's fp32 partial tile reuses it, rows padded by 8),
     1024 bytes of alignment slack and the barriers."""
     epi = EPI_BYTES if p.get("epi") == "tma" else 0
-    ring = p["stages"] * (p["tile_m"] + p["tile_n"]) * 128
+    ring = _ring_bytes(p)
     if p.get("cluster_k", 1) > 1:
         ring = max(ring, p["tile_m"] * (p["tile_n"] + 8) * 4)
     if p.get("schedule") == "cooperative_k":
-        xch = p["tile_m"] * p["tile_n"] * 4
-        ring = ring + xch if exchange_beside_ring(p) else max(ring, xch)
-    return ring + epi + 1024 + 16 * p["stages"]
+        ring = ring + _exchange_bytes(p) if exchange_beside_ring(p) else max(ring, _exchange_bytes(p))
+    return ring + epi + _smem_slack(p)
+
+
+def _ring_bytes(p: dict[str, Any]) -> int:
+    return p["stages"] * (p["tile_m"] + p["tile_n"]) * 128
+
+
+def _exchange_bytes(p: dict[str, Any]) -> int:
+    return p["tile_m"] * p["tile_n"] * 4  # cooperative_k's fp32 partial tile
+
+
+def _smem_slack(p: dict[str, Any]) -> int:
+    return 1024 + 16 * p["stages"]  # alignment and the ring's barriers
 
 
 def exchange_beside_ring(p: dict[str, Any]) -> bool:
     """cooperative_k: whether the consumers' fp32 exchange buffer fits beside the ring, so that a CTA may take several
     tiles (the producer loads the next one's k-blocks while the consumers trade); else it overlays the ring, one tile
     a CTA."""
-    need = p["stages"] * (p["tile_m"] + p["tile_n"]) * 128 + p["tile_m"] * p["tile_n"] * 4 + 1024 + 16 * p["stages"]
+    need = _ring_bytes(p) + _exchange_bytes(p) + _smem_slack(p)
     return need <= pricing.arch_limits("sm_90a").smem_per_block
 
 
@@ -197,21 +212,15 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             return False, "schedule=pingpong takes whole tiles: grid=streamk splits them by k-blocks"
         if p["tile_m"] > 128:
             return False, "schedule=pingpong takes 64- and 128-row tiles (a warpgroup's own taller tile is untried)"
-    elif p.get("schedule") == "cooperative_n":
+    elif (schedule := p.get("schedule")) in SPLIT_SCHEDULES:
         if bad := _clashing(p, {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "grid": "full"}):
-            return False, (f"schedule=cooperative_n (each consumer warpgroup all rows, half the columns) is stored "
+            return False, (f"schedule={schedule} (each consumer warpgroup {SPLIT_SCHEDULES[schedule]}) is stored "
                            f"from registers, one CTA a cluster, the tile whole: it needs epi=direct, cluster_m=1, "
                            f"cluster_k=1 and grid=full, not {', '.join(bad)}")
         if p["tile_m"] == 64 or p["tile_n"] % 16:
-            return False, (f"schedule=cooperative_n takes 128-256 rows and an even number of 8-column groups a "
-                           f"warpgroup (the 64-row tile splits its columns anyway): not {p['tile_m']}x{p['tile_n']}")
-    elif p.get("schedule") == "cooperative_k":
-        if bad := _clashing(p, {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "grid": "full"}):
-            return False, (f"schedule=cooperative_k (each consumer warpgroup the whole tile, every other k-block) is "
-                           f"stored from registers, one CTA a cluster, the tile whole: it needs epi=direct, "
-                           f"cluster_m=1, cluster_k=1 and grid=full, not {', '.join(bad)}")
-        if p["tile_m"] == 64:
-            return False, "schedule=cooperative_k takes 128-256 rows (a 64-row tile splits its columns anyway)"
+            return False, (f"schedule={schedule} takes 128-256 rows and an even number of 8-column groups (halved "
+                           f"between the consumers; the 64-row tile splits its columns anyway): not "
+                           f"{p['tile_m']}x{p['tile_n']}")
     elif p["tile_m"] == 192:
         return False, ("a 192-row tile takes schedule=cooperative_n or cooperative_k: 96 rows a warpgroup is no whole "
                        "m64 atom")
@@ -234,12 +243,11 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             return False, (f"cluster_k={ck} takes one tile per cluster and stores from its reduction: it needs "
                            f"cluster_m=1, epi=direct, k_order=forward and grid=full, not {', '.join(bad)}")
     if p.get("swap_ab"):
-        tall = {} if p.get("schedule") in ("cooperative_n", "cooperative_k") else {"tile_m": 64}
+        tall = {} if p.get("schedule") in SPLIT_SCHEDULES else {"tile_m": 64}
         if bad := _clashing(p, {**tall, "epi": "direct", "cluster_m": 1, "grid": "full"}):
             return False, (f"swap_ab is for the 64-row streaming tiles and the column- and k-split ones, stored from "
                            f"registers: it needs tile_m=64 or schedule=cooperative_n or cooperative_k, epi=direct, "
-                           f"cluster_m=1 and "
-                           f"grid=full, not {', '.join(bad)}")
+                           f"cluster_m=1 and grid=full, not {', '.join(bad)}")
     if why := smem_problem(smem_bytes(p), lim):
         return False, why
     if shape is not None:
@@ -355,16 +363,19 @@ def pushes(p: dict[str, Any]) -> bool:
 def render(params: dict[str, Any]) -> str:
     p = validate(params)
     pingpong = p.get("schedule") == "pingpong"
+    ksplit = p.get("schedule") == "cooperative_k"  # each runs the whole tile, and stores half its columns
     # two consumer warpgroups share the tile's columns: a 64-row tile's always, a taller one's by its schedule
     cols_split = (p["tile_m"] == 64 and not pingpong) or p.get("schedule") == "cooperative_n"
     wn = p["tile_n"] // 2 if cols_split else p["tile_n"]  # one consumer warpgroup's wgmma N
     n = wn // 2  # accumulator registers of one m64 wgmma atom, spelled out for its inline assembly
     evict = p.get("l2_evict_first", "none").replace("none", "")
     # the epilogue's offsets of a consumer warpgroup's part of the tile: its columns where two share a 64-row tile, its
-    # rows where two share a taller one, none where it owns the tile (ping-pong)
-    ksplit = p.get("schedule") == "cooperative_k"  # each runs the whole tile, and stores half its columns
+    # rows where two share a taller one, none where it owns the tile (ping-pong) or runs all of it (cooperative_k);
+    # what a warpgroup takes on its own in those two, for the comments
     shares = dict(cols="CN" if cols_split else "BN", col_off="cw * CN + " if cols_split else "",
-                  row_off="" if cols_split or pingpong or ksplit else "cw * (BM / 2) + ")
+                  row_off="" if cols_split or pingpong or ksplit else "cw * (BM / 2) + ",
+                  owns="owns a whole tile" if pingpong else "runs the whole tile on its k-blocks",
+                  unit="tile" if pingpong else "k-block")
     shift = p.get("edge") == "shift"
     shares.update(row0="row0(tm, M)" if shift else "tm * BM", col0="col0(tn, N)" if shift else "tn * BN")
     return render_feasible(NAME, TEMPLATE, p, feasible, defaults=DEFAULTS, wgmma_n=wn, acc_regs=n, evict_first=evict,
