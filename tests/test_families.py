@@ -598,35 +598,6 @@ def test_raw_cooperative_n_splits_columns_for_tiles_of_128_to_256_rows():
     assert 192 not in hopper_raw.SEARCH_DOMAIN["tile_m"]
 
 
-def test_raw_cooperative_k_splits_k_blocks_between_the_consumers():
-    """Each consumer runs the whole tile at full wgmma width on every other k-block (A read once from shared memory,
-    not by both), then they trade half their fp32 partial tiles through the ring: one tile a CTA, two k-blocks at
-    least. Sweeps only."""
-    p = dict(RAW_OK, tile_m=192, tile_n=112, stages=5, epi="direct", schedule="cooperative_k", swap_ab=True)
-    shape = (408, 6024, 8192)  # swapped: 32 x 4 tiles of 192x112, one wave
-    assert hopper_raw.feasible(p, shape, "sm_90a")[0] and hopper_raw.accumulators(p) == 3 * 56
-    assert hopper_raw.smem_bytes(dict(p, stages=2)) >= 192 * 112 * 4  # the partial tiles outgrow a short ring
-    src = hopper_raw.render(p)
-    assert "wgmma.mma_async.sync.aligned.m64n112k16" in src and "kb > cw || k > 0" in src
-    assert "cw * (BM / 2)" not in src and "cw * CN" not in src  # each reads every row and column of its stages
-    assert "tiles_m * tiles_n > dev.slots" in src  # the host refuses a second tile a CTA
-    for bad, why in ((dict(p, epi="tma"), "epi=tma"), (dict(p, tile_m=64, tile_n=64), "128-256 rows"),
-                     (dict(p, tile_n=144), "accumulators")):
-        ok, reason = hopper_raw.feasible(bad, shape, "sm_90a")
-        assert not ok and why in reason, reason
-    ok, reason = hopper_raw.feasible(p, (408, 6024 * 2, 8192), "sm_90a")  # two waves through a 5-stage ring
-    assert not ok and "one tile a CTA" in reason, reason
-    ok, reason = hopper_raw.feasible(p, (408, 6024, 64), "sm_90a")
-    assert not ok and "K=64 is one" in reason, reason
-    # three stages leave room for the exchange buffer beside the ring: a CTA may take several tiles
-    three = dict(p, stages=3)
-    assert hopper_raw.exchange_beside_ring(three) and not hopper_raw.exchange_beside_ring(p)
-    assert hopper_raw.feasible(three, (408, 6024 * 2, 8192), "sm_90a")[0]
-    assert "XCH_OFFSET = STAGES * STAGE_BYTES" in hopper_raw.render(three)
-    assert "tiles_m * tiles_n > dev.slots" not in hopper_raw.render(three)
-    assert "cooperative_k" not in hopper_raw.SEARCH_DOMAIN["schedule"]
-
-
 @pytest.mark.parametrize("tile, shape, shifted", [
     ((64, 112), (1368, 488, 3008), True),  # 62% of a tile-row and 64% of a tile-column over: 1.20-1.28x shifted
     ((128, 64), (1000, 3000, 2048), False),  # 19% over: under a fifth
@@ -737,9 +708,6 @@ def test_variants_of_each_family_compile_with_nvcc():
         (hopper_raw.render(dict(RAW_OK, tile_m=64, tile_n=112, stages=7, epi="direct", edge="shift")), "sm_90a"),
         # columns split between the consumers of a 192-row tile, swapped operands stored transposed
         (hopper_raw.render(dict(RAW_OK, tile_m=192, tile_n=144, stages=5, epi="direct", schedule="cooperative_n",
-                                swap_ab=True)), "sm_90a"),
-        # k-blocks split between the consumers of a swapped 192-row tile, the partial tiles summed in shared memory
-        (hopper_raw.render(dict(RAW_OK, tile_m=192, tile_n=112, stages=5, epi="direct", schedule="cooperative_k",
                                 swap_ab=True)), "sm_90a"),
         (small.render(dict(SMALL_CLUSTER, pdl=True)), "sm_90a"),
     ]
@@ -887,15 +855,6 @@ GPU_SAMPLES = [
                         swap_ab=True), (302, 1000, 1000)),
     ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=144, stages=4, epi="direct", schedule="cooperative_n",
                         edge="shift", group=4), (1000, 1000, 520)),
-    # k-blocks split between the consumers (cooperative_k): swapped with ragged tiles both ways; 17 k-blocks (the
-    # first consumer takes one more), the last partial
-    ("hopper_raw", dict(RAW_OK, tile_m=192, tile_n=112, stages=5, epi="direct", schedule="cooperative_k",
-                        swap_ab=True, pdl=True), (430, 2000, 1000)),
-    ("hopper_raw", dict(RAW_OK, tile_m=128, tile_n=128, stages=5, epi="direct", schedule="cooperative_k"),
-     (1000, 1000, 1032)),
-    # the exchange buffer beside the ring: several tiles a CTA (4.4 waves of 128x64), the last ragged both ways
-    ("hopper_raw", dict(RAW_OK, tile_m=128, tile_n=64, stages=6, epi="direct", schedule="cooperative_k", group=2),
-     (2000, 2300, 1000)),
 ]
 
 

@@ -80,9 +80,7 @@ DOMAIN: dict[str, tuple] = {
     # fresh mid shapes where our first batch read 0.74-0.96, NVIDIA sized its tiles to divide a side: 192x144 (144
     # rows: 432 and 1296 in 3 and 9), 192x112, 176x192, 64x104, 56x128, the columns split on three (nvjet's coopB;
     # data/edge_settle_misses_ncu_h200_2026-11-29_5969936/). For sweeps, stored from registers; compile-checked only
-    # cooperative_k: both run the whole tile at full wgmma width, each on every other k-block, and trade half their
-    # fp32 partial tiles through the ring at the end (one tile a CTA); for sweeps, not yet timed
-    "schedule": ("cooperative", "pingpong", "cooperative_n", "cooperative_k"),
+    "schedule": ("cooperative", "pingpong", "cooperative_n"),
     # shift: the tiles that would hang over the output's edge start early, inside it, recomputing and storing again
     # the rows (columns) of the tile before; pad: TMA fills what lies outside with zeros. Not searched: the policy
     # settles it by the tile and the shape (`settle`)
@@ -139,46 +137,20 @@ def validate(params: dict[str, Any]) -> dict[str, Any]:
     return validate_with_defaults(params, DOMAIN, DEFAULTS)
 
 
-# The schedules whose consumers share a 128-256-row tile other than by rows, and how each consumer takes it
-SPLIT_SCHEDULES = {"cooperative_n": "all rows, half the columns", "cooperative_k": "the whole tile, every other k-block"}
-
-
 def smem_bytes(p: dict[str, Any]) -> int:
     """The stage ring (128-byte rows of 64 K-elements; a K-split's fp32 partial tile reuses it, rows padded by 8),
     1024 bytes of alignment slack and the barriers."""
     epi = EPI_BYTES if p.get("epi") == "tma" else 0
-    ring = _ring_bytes(p)
+    ring = p["stages"] * (p["tile_m"] + p["tile_n"]) * 128
     if p.get("cluster_k", 1) > 1:
         ring = max(ring, p["tile_m"] * (p["tile_n"] + 8) * 4)
-    if p.get("schedule") == "cooperative_k":
-        ring = ring + _exchange_bytes(p) if exchange_beside_ring(p) else max(ring, _exchange_bytes(p))
-    return ring + epi + _smem_slack(p)
-
-
-def _ring_bytes(p: dict[str, Any]) -> int:
-    return p["stages"] * (p["tile_m"] + p["tile_n"]) * 128
-
-
-def _exchange_bytes(p: dict[str, Any]) -> int:
-    return p["tile_m"] * p["tile_n"] * 4  # cooperative_k's fp32 partial tile
-
-
-def _smem_slack(p: dict[str, Any]) -> int:
-    return 1024 + 16 * p["stages"]  # alignment and the ring's barriers
-
-
-def exchange_beside_ring(p: dict[str, Any]) -> bool:
-    """cooperative_k: whether the consumers' fp32 exchange buffer fits beside the ring, so that a CTA may take several
-    tiles (the producer loads the next one's k-blocks while the consumers trade); else it overlays the ring, one tile
-    a CTA."""
-    need = _ring_bytes(p) + _exchange_bytes(p) + _smem_slack(p)
-    return need <= pricing.arch_limits("sm_90a").smem_per_block
+    return ring + epi + 1024 + 16 * p["stages"]
 
 
 def accumulators(p: dict[str, Any]) -> int:
     """fp32 accumulators per consumer thread: a warpgroup's m64 atoms times tile_n/2 (half of it where two share a
     64-row tile's columns, twice the atoms where a ping-pong warpgroup owns a whole tile)."""
-    if p.get("schedule") in ("pingpong", "cooperative_k"):
+    if p.get("schedule") == "pingpong":
         return p["tile_m"] // 64 * p["tile_n"] // 2
     if p.get("schedule") == "cooperative_n":
         return p["tile_m"] // 64 * p["tile_n"] // 4
@@ -212,18 +184,16 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             return False, "schedule=pingpong takes whole tiles: grid=streamk splits them by k-blocks"
         if p["tile_m"] > 128:
             return False, "schedule=pingpong takes 64- and 128-row tiles (a warpgroup's own taller tile is untried)"
-    elif (schedule := p.get("schedule")) in SPLIT_SCHEDULES:
+    elif p.get("schedule") == "cooperative_n":
         if bad := _clashing(p, {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "grid": "full"}):
-            return False, (f"schedule={schedule} (each consumer warpgroup {SPLIT_SCHEDULES[schedule]}) is stored "
+            return False, (f"schedule=cooperative_n (each consumer warpgroup all rows, half the columns) is stored "
                            f"from registers, one CTA a cluster, the tile whole: it needs epi=direct, cluster_m=1, "
                            f"cluster_k=1 and grid=full, not {', '.join(bad)}")
         if p["tile_m"] == 64 or p["tile_n"] % 16:
-            return False, (f"schedule={schedule} takes 128-256 rows and an even number of 8-column groups (halved "
-                           f"between the consumers; the 64-row tile splits its columns anyway): not "
-                           f"{p['tile_m']}x{p['tile_n']}")
+            return False, (f"schedule=cooperative_n takes 128-256 rows and an even number of 8-column groups a "
+                           f"warpgroup (the 64-row tile splits its columns anyway): not {p['tile_m']}x{p['tile_n']}")
     elif p["tile_m"] == 192:
-        return False, ("a 192-row tile takes schedule=cooperative_n or cooperative_k: 96 rows a warpgroup is no whole "
-                       "m64 atom")
+        return False, "a 192-row tile takes schedule=cooperative_n: 96 rows a warpgroup is no whole m64 atom"
     elif p["tile_m"] == 64:
         # each consumer warpgroup owns tile_n/2 columns: whole 64-column sub-tiles, or half of one shared by both
         if p.get("epi") == "tma" and p["tile_n"] not in (64, 128, 256):
@@ -243,11 +213,11 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             return False, (f"cluster_k={ck} takes one tile per cluster and stores from its reduction: it needs "
                            f"cluster_m=1, epi=direct, k_order=forward and grid=full, not {', '.join(bad)}")
     if p.get("swap_ab"):
-        tall = {} if p.get("schedule") in SPLIT_SCHEDULES else {"tile_m": 64}
+        tall = {} if p.get("schedule") == "cooperative_n" else {"tile_m": 64}
         if bad := _clashing(p, {**tall, "epi": "direct", "cluster_m": 1, "grid": "full"}):
-            return False, (f"swap_ab is for the 64-row streaming tiles and the column- and k-split ones, stored from "
-                           f"registers: it needs tile_m=64 or schedule=cooperative_n or cooperative_k, epi=direct, "
-                           f"cluster_m=1 and grid=full, not {', '.join(bad)}")
+            return False, (f"swap_ab is for the 64-row streaming tiles and the column-split ones, stored from "
+                           f"registers: it needs tile_m=64 or schedule=cooperative_n, epi=direct, cluster_m=1 and "
+                           f"grid=full, not {', '.join(bad)}")
     if why := smem_problem(smem_bytes(p), lim):
         return False, why
     if shape is not None:
@@ -261,13 +231,6 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             if units > (fit := cluster_k_fit(ck, lim.num_sms)):
                 return False, (f"cluster_k={ck} takes one cluster per tile: {units} tiles exceed the {fit} clusters "
                                f"of {ck} CTAs that run at once, and those that do not fit would run as a second wave")
-        if p.get("schedule") == "cooperative_k" and k <= 64:
-            return False, f"schedule=cooperative_k gives each consumer k-blocks of its own: K={k} is one"
-        if (p.get("schedule") == "cooperative_k" and not exchange_beside_ring(p)
-                and ceil_div(m, p["tile_m"]) * ceil_div(n, p["tile_n"]) > lim.num_sms):
-            return False, (f"schedule=cooperative_k with {p['stages']} stages of {p['tile_m']}x{p['tile_n']} trades "
-                           f"partial tiles through the ring: one tile a CTA, not {m}x{n} (fewer stages leave room "
-                           f"for a buffer of its own)")
         if p.get("edge") == "shift" and not _hangs(p, m, n):
             return False, f"edge=shift: no {p['tile_m']}x{p['tile_n']} tile hangs over the {m}x{n} output's edge"
         if p.get("epi") == "tma" and not in_16_byte_rows(n):
@@ -363,24 +326,19 @@ def pushes(p: dict[str, Any]) -> bool:
 def render(params: dict[str, Any]) -> str:
     p = validate(params)
     pingpong = p.get("schedule") == "pingpong"
-    ksplit = p.get("schedule") == "cooperative_k"  # each runs the whole tile, and stores half its columns
     # two consumer warpgroups share the tile's columns: a 64-row tile's always, a taller one's by its schedule
     cols_split = (p["tile_m"] == 64 and not pingpong) or p.get("schedule") == "cooperative_n"
     wn = p["tile_n"] // 2 if cols_split else p["tile_n"]  # one consumer warpgroup's wgmma N
     n = wn // 2  # accumulator registers of one m64 wgmma atom, spelled out for its inline assembly
     evict = p.get("l2_evict_first", "none").replace("none", "")
     # the epilogue's offsets of a consumer warpgroup's part of the tile: its columns where two share a 64-row tile, its
-    # rows where two share a taller one, none where it owns the tile (ping-pong) or runs all of it (cooperative_k);
-    # what a warpgroup takes on its own in those two, for the comments
+    # rows where two share a taller one, none where it owns the tile (ping-pong)
     shares = dict(cols="CN" if cols_split else "BN", col_off="cw * CN + " if cols_split else "",
-                  row_off="" if cols_split or pingpong or ksplit else "cw * (BM / 2) + ",
-                  owns="owns a whole tile" if pingpong else "runs the whole tile on its k-blocks",
-                  unit="tile" if pingpong else "k-block")
+                  row_off="" if cols_split or pingpong else "cw * (BM / 2) + ")
     shift = p.get("edge") == "shift"
     shares.update(row0="row0(tm, M)" if shift else "tm * BM", col0="col0(tn, N)" if shift else "tn * BN")
     return render_feasible(NAME, TEMPLATE, p, feasible, defaults=DEFAULTS, wgmma_n=wn, acc_regs=n, evict_first=evict,
-                           pingpong=pingpong, ksplit=ksplit, xch_beside=ksplit and exchange_beside_ring(p),
-                           cols_split=cols_split, push=pushes(p), **shares,
+                           pingpong=pingpong, cols_split=cols_split, push=pushes(p), **shares,
                            tail=p["tile_n"] % 64 if p.get("epi") == "tma" else 0,
                            acc_list=", ".join(f"%{i}" for i in range(n)),
                            acc_operands=", ".join(f'"+f"(d[{i}])' for i in range(n)))
@@ -969,9 +927,9 @@ FIT_SWAP_MAX_M = 576  # measured from M = 304: data/raw_fitting_tile_small_m_ab_
 FIT_MIN_TILE = 128 * 128  # no narrower: their wgmmas run slower (pricing.WGMMA_TILE_EFF)
 # With scalar stores ptxas spilled the swapped tiles beyond these (168 registers: 192x224 740 bytes, 256x192 1,240), and
 # they read 0.70-0.77 of best NVIDIA where the tiles they displaced read 0.86-0.98 (data/raw_fitting_tile_big_small_m_ab
-# _h200_2026-11-29_c964822.json). Paired stores spill nothing up to 192x224 and 256x176 (0.685 -> 0.900 on
-# 880x5448x4992, data/raw_swapped_paired_stores_h200_2026-11-29_e0115a0.json) but 256x192 still does; 224 columns
-# would change the priors of 2 of 2,997 off-grid shapes, so the bounds stay.
+# _h200_2026-11-29_c964822.json). Paired stores spill nothing up to 192x224 and 256x176 (0.685 -> 0.900 on 880x5448x4992,
+# data/raw_swapped_paired_stores_h200_2026-11-29_e0115a0.json) but 256x192 still does; 224 columns would change the
+# priors of 2 of 2,997 off-grid shapes, so the bounds stay.
 FIT_MAX_TILE_N = 208
 FIT_MAX_TILE = 256 * 176
 
