@@ -598,6 +598,25 @@ def test_raw_cooperative_n_splits_columns_for_tiles_of_128_to_256_rows():
     assert 192 not in hopper_raw.SEARCH_DOMAIN["tile_m"]
 
 
+def test_raw_cooperative3_shares_a_192_row_tile_by_rows_between_three_consumers():
+    """Three consumer warpgroups, 64 rows each, so that a 192-row tile reads A once a k-block (cooperative_n reads it
+    in both consumers). ptxas holds them to 128 registers: tiles up to 192 wide. Sweeps only."""
+    p = dict(RAW_OK, tile_m=192, tile_n=112, stages=5, epi="direct", schedule="cooperative3", swap_ab=True)
+    assert hopper_raw.feasible(p, (408, 6024, 8192), "sm_90a")[0] and hopper_raw.accumulators(p) == 56
+    src = hopper_raw.render(p)
+    assert "constexpr int THREADS = 512;" in src and "wgmma.mma_async.sync.aligned.m64n112k16" in src
+    assert "cw * 64 * 128" in src and "cw * 64 + " in src and "setmaxnreg.inc" not in src
+    wide = dict(p, tile_n=208, swap_ab=False)
+    for bad, why in ((wide, "above 96"), (dict(p, epi="tma"), "epi=tma"), (dict(p, tile_m=128), "tile_m=128"),
+                     (dict(p, swap_ab=False, cluster_m=2), "cluster_m=2"),
+                     (dict(p, swap_ab=False, grid="streamk"), "whole tiles")):
+        ok, reason = hopper_raw.feasible(bad, (1000, 6024, 8192), "sm_90a")
+        assert not ok and why in reason, reason
+    assert "cooperative3" not in hopper_raw.SEARCH_DOMAIN["schedule"]
+    two = hopper_raw.render(dict(p, schedule="cooperative_n"))
+    assert "constexpr int THREADS = 384;" in two and "setmaxnreg.inc.sync.aligned.u32 232;" in two
+
+
 @pytest.mark.parametrize("tile, shape, shifted", [
     ((64, 112), (1368, 488, 3008), True),  # 62% of a tile-row and 64% of a tile-column over: 1.20-1.28x shifted
     ((128, 64), (1000, 3000, 2048), False),  # 19% over: under a fifth
@@ -709,6 +728,9 @@ def test_variants_of_each_family_compile_with_nvcc():
         # columns split between the consumers of a 192-row tile, swapped operands stored transposed
         (hopper_raw.render(dict(RAW_OK, tile_m=192, tile_n=144, stages=5, epi="direct", schedule="cooperative_n",
                                 swap_ab=True)), "sm_90a"),
+        # three consumer warpgroups of 64 rows, the widest tile they hold without spilling
+        (hopper_raw.render(dict(RAW_OK, tile_m=192, tile_n=192, stages=4, epi="direct", schedule="cooperative3")),
+         "sm_90a"),
         (small.render(dict(SMALL_CLUSTER, pdl=True)), "sm_90a"),
     ]
     infos = _build_all(jobs)
@@ -855,6 +877,11 @@ GPU_SAMPLES = [
                         swap_ab=True), (302, 1000, 1000)),
     ("hopper_raw", dict(RAW_OK, tile_m=256, tile_n=144, stages=4, epi="direct", schedule="cooperative_n",
                         edge="shift", group=4), (1000, 1000, 520)),
+    # three consumers of 64 rows (cooperative3): swapped with partial tiles both ways; unswapped, several tiles a CTA
+    ("hopper_raw", dict(RAW_OK, tile_m=192, tile_n=112, stages=5, epi="direct", schedule="cooperative3",
+                        swap_ab=True, pdl=True), (430, 2000, 1000)),
+    ("hopper_raw", dict(RAW_OK, tile_m=192, tile_n=192, stages=4, epi="direct", schedule="cooperative3", group=2,
+                        k_order="alternate"), (3000, 2000, 1032)),
 ]
 
 

@@ -80,7 +80,10 @@ DOMAIN: dict[str, tuple] = {
     # fresh mid shapes where our first batch read 0.74-0.96, NVIDIA sized its tiles to divide a side: 192x144 (144
     # rows: 432 and 1296 in 3 and 9), 192x112, 176x192, 64x104, 56x128, the columns split on three (nvjet's coopB;
     # data/edge_settle_misses_ncu_h200_2026-11-29_5969936/). For sweeps, stored from registers; compile-checked only
-    "schedule": ("cooperative", "pingpong", "cooperative_n"),
+    # cooperative3: three consumer warpgroups share a 192-row tile by rows, 64 each, so that A is read once a k-block
+    # where cooperative_n reads it in both (its L1/shared 87-91% busy on small M against NVIDIA's 62-75% on the same
+    # grid, data/small_m_ncu_h200_2026-11-29_1904a1c/); tile_n up to 192 (128 registers a consumer). For sweeps
+    "schedule": ("cooperative", "pingpong", "cooperative_n", "cooperative3"),
     # shift: the tiles that would hang over the output's edge start early, inside it, recomputing and storing again
     # the rows (columns) of the tile before; pad: TMA fills what lies outside with zeros. Not searched: the policy
     # settles it by the tile and the shape (`settle`)
@@ -115,6 +118,7 @@ DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "k_
                             "edge": "pad", **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
 MAX_ACC_REGS = 192  # fp32 accumulators per consumer thread; the consumers get 232 registers (setmaxnreg)
+COOP3_MAX_ACC = 96  # tile_n 192: ptxas holds three consumers to 128 registers (208 fails to compile, 192 no spills)
 STREAM_INFLIGHT_BYTES = 150 * 1024  # a streaming CTA's ring below this streams slower (estimate_us)
 
 
@@ -154,6 +158,8 @@ def accumulators(p: dict[str, Any]) -> int:
         return p["tile_m"] // 64 * p["tile_n"] // 2
     if p.get("schedule") == "cooperative_n":
         return p["tile_m"] // 64 * p["tile_n"] // 4
+    if p.get("schedule") == "cooperative3":
+        return p["tile_n"] // 2
     return p["tile_n"] // 4 if p["tile_m"] == 64 else (p["tile_m"] // 128) * p["tile_n"] // 2
 
 
@@ -192,8 +198,19 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         if p["tile_m"] == 64 or p["tile_n"] % 16:
             return False, (f"schedule=cooperative_n takes 128-256 rows and an even number of 8-column groups a "
                            f"warpgroup (the 64-row tile splits its columns anyway): not {p['tile_m']}x{p['tile_n']}")
+    elif p.get("schedule") == "cooperative3":
+        if bad := _clashing(p, {"tile_m": 192, "epi": "direct", "cluster_m": 1, "cluster_k": 1}):
+            return False, (f"schedule=cooperative3 (three consumer warpgroups of 64 rows) takes a 192-row tile "
+                           f"stored from registers, one CTA a cluster: it needs tile_m=192, epi=direct, cluster_m=1 "
+                           f"and cluster_k=1, not {', '.join(bad)}")
+        if p.get("grid") == "streamk":
+            return False, "schedule=cooperative3 takes whole tiles: grid=streamk splits them by k-blocks"
+        if acc > COOP3_MAX_ACC:
+            return False, (f"schedule=cooperative3 holds a consumer to 128 registers: tile_n={p['tile_n']} needs "
+                           f"{acc} accumulators, above {COOP3_MAX_ACC}")
     elif p["tile_m"] == 192:
-        return False, "a 192-row tile takes schedule=cooperative_n: 96 rows a warpgroup is no whole m64 atom"
+        return False, ("a 192-row tile takes schedule=cooperative_n or cooperative3: 96 rows a warpgroup is no whole "
+                       "m64 atom")
     elif p["tile_m"] == 64:
         # each consumer warpgroup owns tile_n/2 columns: whole 64-column sub-tiles, or half of one shared by both
         if p.get("epi") == "tma" and p["tile_n"] not in (64, 128, 256):
@@ -213,11 +230,11 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             return False, (f"cluster_k={ck} takes one tile per cluster and stores from its reduction: it needs "
                            f"cluster_m=1, epi=direct, k_order=forward and grid=full, not {', '.join(bad)}")
     if p.get("swap_ab"):
-        tall = {} if p.get("schedule") == "cooperative_n" else {"tile_m": 64}
+        tall = {} if p.get("schedule") in ("cooperative_n", "cooperative3") else {"tile_m": 64}
         if bad := _clashing(p, {**tall, "epi": "direct", "cluster_m": 1, "grid": "full"}):
-            return False, (f"swap_ab is for the 64-row streaming tiles and the column-split ones, stored from "
-                           f"registers: it needs tile_m=64 or schedule=cooperative_n, epi=direct, cluster_m=1 and "
-                           f"grid=full, not {', '.join(bad)}")
+            return False, (f"swap_ab is for the 64-row streaming tiles and the cooperative_n and cooperative3 ones, "
+                           f"stored from registers: it needs tile_m=64 or one of those schedules, epi=direct, "
+                           f"cluster_m=1 and grid=full, not {', '.join(bad)}")
     if why := smem_problem(smem_bytes(p), lim):
         return False, why
     if shape is not None:
@@ -333,12 +350,14 @@ def render(params: dict[str, Any]) -> str:
     evict = p.get("l2_evict_first", "none").replace("none", "")
     # the epilogue's offsets of a consumer warpgroup's part of the tile: its columns where two share a 64-row tile, its
     # rows where two share a taller one, none where it owns the tile (ping-pong)
+    three = p.get("schedule") == "cooperative3"
     shares = dict(cols="CN" if cols_split else "BN", col_off="cw * CN + " if cols_split else "",
-                  row_off="" if cols_split or pingpong else "cw * (BM / 2) + ")
+                  row_off="" if cols_split or pingpong else "cw * 64 + " if three else "cw * (BM / 2) + ")
     shift = p.get("edge") == "shift"
     shares.update(row0="row0(tm, M)" if shift else "tm * BM", col0="col0(tn, N)" if shift else "tn * BN")
     return render_feasible(NAME, TEMPLATE, p, feasible, defaults=DEFAULTS, wgmma_n=wn, acc_regs=n, evict_first=evict,
-                           pingpong=pingpong, cols_split=cols_split, push=pushes(p), **shares,
+                           pingpong=pingpong, cols_split=cols_split, consumers=3 if three else 2, push=pushes(p),
+                           **shares,
                            tail=p["tile_n"] % 64 if p.get("epi") == "tma" else 0,
                            acc_list=", ".join(f"%{i}" for i in range(n)),
                            acc_operands=", ".join(f'"+f"(d[{i}])' for i in range(n)))
