@@ -76,7 +76,7 @@ def test_hopper_family_is_sm90a_only_and_others_run_on_sm80():
     ("hopper_raw", RAW_OK, {"tile_m": 64, "tile_n": 192}, "tile_n 64, 128 or 256"),
     ("hopper_raw", RAW_OK, {"tile_m": 64, "tile_n": 128, "stages": 16, "epi": "direct"}, "shared memory"),
     ("hopper_raw", RAW_OK, {"tile_n": 32, "epi": "direct"}, "64-row tiles"),
-    ("hopper_raw", RAW_OK, {"swap_ab": True}, "64-row streaming tiles"),
+    ("hopper_raw", RAW_OK, {"swap_ab": True}, "stores C^T from registers"),
     ("hopper_wgmma", HOPPER_OK, {"scheduler": "batched"}, "splits >= 2"),
 ])
 def test_infeasible_configs_are_refused_before_any_compile(family, base, change, reason):

@@ -230,11 +230,9 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             return False, (f"cluster_k={ck} takes one tile per cluster and stores from its reduction: it needs "
                            f"cluster_m=1, epi=direct, k_order=forward and grid=full, not {', '.join(bad)}")
     if p.get("swap_ab"):
-        tall = {} if p.get("schedule") in ("cooperative_n", "cooperative3") else {"tile_m": 64}
-        if bad := _clashing(p, {**tall, "epi": "direct", "cluster_m": 1, "grid": "full"}):
-            return False, (f"swap_ab is for the 64-row streaming tiles and the cooperative_n and cooperative3 ones, "
-                           f"stored from registers: it needs tile_m=64 or one of those schedules, epi=direct, "
-                           f"cluster_m=1 and grid=full, not {', '.join(bad)}")
+        if bad := _clashing(p, {"epi": "direct", "cluster_m": 1, "grid": "full"}):
+            return False, (f"swap_ab stores C^T from registers, one CTA a cluster, every tile whole: it needs "
+                           f"epi=direct, cluster_m=1 and grid=full, not {', '.join(bad)}")
     if why := smem_problem(smem_bytes(p), lim):
         return False, why
     if shape is not None:
