@@ -882,6 +882,8 @@ GPU_SAMPLES = [
                         swap_ab=True, pdl=True), (430, 2000, 1000)),
     ("hopper_raw", dict(RAW_OK, tile_m=192, tile_n=192, stages=4, epi="direct", schedule="cooperative3", group=2,
                         k_order="alternate"), (3000, 2000, 1032)),
+    # the rows split between two consumers, swapped: 302 columns of C^T leave a partial tile of 46
+    ("hopper_raw", dict(RAW_OK, tile_m=128, tile_n=128, stages=5, epi="direct", swap_ab=True), (302, 2000, 1000)),
 ]
 
 
