@@ -972,7 +972,8 @@ def _fitting_tile(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms
         if fits and area <= bar:
             ranked.append((area, padded, tm, tn))
     for area, _, tm, tn in sorted(ranked):
-        base = {"tile_m": tm, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct", "schedule": "cooperative_n",
+        base = {"tile_m": tm, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct",
+                "schedule": "cooperative3" if tm == 192 and tn // 2 <= COOP3_MAX_ACC else "cooperative_n",
                 "swap_ab": True}
         if _deepest_stages(base, "sm_90a", DOMAIN["stages"][:6]) is None:
             continue  # more accumulators than a consumer holds
