@@ -952,8 +952,8 @@ FIT_MAX_TILE = 256 * 176
 
 
 def _fitting_tile(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms: int = 132) -> list[dict[str, Any]]:
-    """The swapped cooperative_n tile (128-256 rows, 96-FIT_MAX_TILE_N columns, FIT_MIN_TILE-FIT_MAX_TILE, at least
-    FIT_MIN_FILL of its padded grid output) of one wave whose CTAs compute the fewest outputs, where that is
+    """The swapped tile split between the consumers (`_fit_split`; 128-256 rows, 96-FIT_MAX_TILE_N columns,
+    FIT_MIN_TILE-FIT_MAX_TILE, at least FIT_MIN_FILL of its padded grid output) of one wave whose CTAs compute the fewest outputs, where that is
     FIT_MIN_SAVING fewer than the busiest CTA of the first listed prior (unsplit): a tile that divides a side lets a
     smaller one keep the grid in one wave."""
     if not listed or not 256 < shape[0] <= FIT_SWAP_MAX_M < shape[1] or shape[0] % 128 == 0:
@@ -972,8 +972,7 @@ def _fitting_tile(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms
         if fits and area <= bar:
             ranked.append((area, padded, tm, tn))
     for area, _, tm, tn in sorted(ranked):
-        base = {"tile_m": tm, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct",
-                "schedule": "cooperative3" if tm == 192 and tn // 2 <= COOP3_MAX_ACC else "cooperative_n",
+        base = {"tile_m": tm, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct", "schedule": _fit_split(tm, tn),
                 "swap_ab": True}
         if _deepest_stages(base, "sm_90a", DOMAIN["stages"][:6]) is None:
             continue  # more accumulators than a consumer holds
@@ -981,6 +980,21 @@ def _fitting_tile(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms
         if feasible(p, shape, "sm_90a")[0]:
             return [p]
     return []
+
+
+# How the fitting tile's consumers share it. Split by columns (cooperative_n) a 192-row tile gives each consumer
+# m64n48-56 atoms; three consumers of 64 rows (cooperative3) read 0.917 -> 0.960 back to back at 192x112 and
+# 0.650 -> 0.740 at 192x96, and L1/shared fell from 91% to 72% busy on 408x6024x8192, but at 192x144-160 they read
+# -0.6% to +1.2% at K >= 4288 and 3-4% slower at K = 1344-1408 (data/raw_cooperative3_h200_2026-11-29_4f8353d.json,
+# raw_fitting_split_ab_h200_2026-11-29_8bf9f8d.json). A 128-row tile split by rows (cooperative) read 0.0-0.5% faster
+# offline and 0.5-1.8% in server mode than by columns on six shapes.
+FIT_THREE_MAX_N = 112
+
+
+def _fit_split(tile_m: int, tile_n: int) -> str:
+    if tile_m == 192:
+        return "cooperative3" if tile_n <= FIT_THREE_MAX_N else "cooperative_n"
+    return "cooperative" if tile_m == 128 else "cooperative_n"
 
 
 def _busiest_area(m: int, n: int, tile_m: int, tile_n: int, sms: int) -> int:
