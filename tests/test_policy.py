@@ -1159,10 +1159,13 @@ def test_raw_pingpong_prior_comes_first_from_k_256_to_2048(shape, first):
 ])
 def test_raw_fitting_tile_takes_the_second_slot_where_one_swapped_wave_of_it_computes_less(shape, fit):
     ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
-    got = [(p["tile_m"], p["tile_n"], p.get("swap_ab", False)) for p in ps if p.get("schedule") == "cooperative_n"]
-    assert got == ([fit] if fit else [])
+    fitted = [p for p in ps if p.get("swap_ab") and p["tile_m"] >= 128]
+    assert [(p["tile_m"], p["tile_n"], p["swap_ab"]) for p in fitted] == ([fit] if fit else [])
     if fit:
-        assert ps[1]["schedule"] == "cooperative_n" and get("hopper_raw").feasible(ps[1], shape, "sm_90a")[0]
+        assert ps[1] == fitted[0] and get("hopper_raw").feasible(ps[1], shape, "sm_90a")[0]
+        # the consumers split its rows where they can hold them (_fit_split), its columns otherwise
+        assert ps[1]["schedule"] == {(192, 144): "cooperative_n", (192, 112): "cooperative3",
+                                     (128, 160): "cooperative", (256, 160): "cooperative_n"}[fit[:2]]
 
 
 @pytest.mark.parametrize("shape,listed", [
@@ -1183,7 +1186,7 @@ def test_raw_cooperative_176_goes_first_on_mid_shapes_from_k_256(shape, listed):
     (`hopper_raw._coop_176_first`), and it takes hopper_raw's slot of the first batch."""
     ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
     assert all(get("hopper_raw").feasible(p, shape, "sm_90a") == (True, "") for p in ps)
-    ps = [p for p in ps if p.get("schedule") != "cooperative_n"]  # the fitting tile's slot (`_fitting_tile`)
+    ps = [p for p in ps if not p.get("swap_ab")]  # the fitting tile's slot (`_fitting_tile`)
     assert [(p["tile_n"], p["stages"]) for p in ps] == listed
     if listed[0][0] == 176:
         assert ps[0]["tile_m"] == 128 and ps[0].get("schedule", "cooperative") == "cooperative"

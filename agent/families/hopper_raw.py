@@ -983,11 +983,14 @@ def _fitting_tile(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms
 
 
 # How the fitting tile's consumers share it. Split by columns (cooperative_n) a 192-row tile gives each consumer
-# m64n48-56 atoms; three consumers of 64 rows (cooperative3) read 0.917 -> 0.960 back to back at 192x112 and
-# 0.650 -> 0.740 at 192x96, and L1/shared fell from 91% to 72% busy on 408x6024x8192, but at 192x144-160 they read
-# -0.6% to +1.2% at K >= 4288 and 3-4% slower at K = 1344-1408 (data/raw_cooperative3_h200_2026-11-29_4f8353d.json,
-# raw_fitting_split_ab_h200_2026-11-29_8bf9f8d.json). A 128-row tile split by rows (cooperative) read 0.0-0.5% faster
-# offline and 0.5-1.8% in server mode than by columns on six shapes.
+# m64n48-56 atoms, and L1/shared ran 91% busy on 408x6024x8192 (tensor pipe 84%); three consumers of 64 rows
+# (cooperative3) brought that to 72% (tensor pipe 90%, nvjet's 92%; data/cooperative3_ncu_h200_2026-11-29_4f8353d/). The
+# same tile and ring, three modes (raw_cooperative3_h200_2026-11-29_4f8353d.json, raw_fitting_split_ab_h200_
+# 2026-11-29_8bf9f8d.json, raw_fitting_split_slot_ab_h200_2026-11-29_0fdcbbb.json): 192x96 and 192x112 1.5-14% faster on
+# seven shapes (K = 1344-16320), 192x128 the same, 192x144-160 -0.6% to +1.2% at K >= 4288 and at K = 1344-1408 up to 4%
+# slower. A 128-row tile split by rows (cooperative, one m64 atom over all the columns) read 0-2.8% faster than by
+# columns on seventeen shapes in every mode, lower on none. As the fitting tile's split on fifteen shapes' first
+# batches: that slot x1.021 back to back and separated, x1.026 server (geomean), lower on none.
 FIT_THREE_MAX_N = 112
 
 
