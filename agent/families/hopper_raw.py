@@ -80,9 +80,10 @@ DOMAIN: dict[str, tuple] = {
     # fresh mid shapes where our first batch read 0.74-0.96, NVIDIA sized its tiles to divide a side: 192x144 (144
     # rows: 432 and 1296 in 3 and 9), 192x112, 176x192, 64x104, 56x128, the columns split on three (nvjet's coopB;
     # data/edge_settle_misses_ncu_h200_2026-11-29_5969936/). For sweeps, stored from registers; compile-checked only
-    # cooperative3: three consumer warpgroups share a 192-row tile by rows, 64 each, so that A is read once a k-block
-    # where cooperative_n reads it in both (its L1/shared 87-91% busy on small M against NVIDIA's 62-75% on the same
-    # grid, data/small_m_ncu_h200_2026-11-29_1904a1c/); tile_n up to 192 (128 registers a consumer). For sweeps
+    # cooperative3: three consumer warpgroups share a 192-row tile by rows, 64 each, where cooperative_n gives each
+    # consumer all the rows (its L1/shared 87-91% busy on small M against NVIDIA's 62-75% on the same grid,
+    # data/small_m_ncu_h200_2026-11-29_1904a1c/); tile_n up to 192 (128 registers a consumer). For sweeps and the
+    # swapped fitting tile (_fit_split)
     "schedule": ("cooperative", "pingpong", "cooperative_n", "cooperative3"),
     # shift: the tiles that would hang over the output's edge start early, inside it, recomputing and storing again
     # the rows (columns) of the tile before; pad: TMA fills what lies outside with zeros. Not searched: the policy
