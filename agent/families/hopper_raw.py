@@ -953,18 +953,22 @@ FIT_MAX_TILE = 256 * 176
 
 
 def _fitting_tile(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms: int = 132) -> list[dict[str, Any]]:
-    """The swapped tile split between the consumers (`_fit_split`; 128-256 rows, 96-FIT_MAX_TILE_N columns,
-    FIT_MIN_TILE-FIT_MAX_TILE, at least FIT_MIN_FILL of its padded grid output) of one wave whose CTAs compute the fewest outputs, where that is
-    FIT_MIN_SAVING fewer than the busiest CTA of the first listed prior (unsplit): a tile that divides a side lets a
-    smaller one keep the grid in one wave."""
-    if not listed or not 256 < shape[0] <= FIT_SWAP_MAX_M < shape[1] or shape[0] % 128 == 0:
-        return []  # 128-row tiles pad no M that 128 divides: 384x7480x7808 read 0.951 of best NVIDIA, swapped 0.949
+    """The tile split between the consumers (`_fit_split`; 128-256 rows, 96-FIT_MAX_TILE_N columns,
+    FIT_MIN_TILE-FIT_MAX_TILE, at least FIT_MIN_FILL of its padded grid output) of one wave whose CTAs compute the
+    fewest outputs, where that is FIT_MIN_SAVING fewer than the busiest CTA of the first listed prior (unsplit): a tile
+    that divides a side lets a smaller one keep the grid in one wave. Its columns run along the short side, of 257 to
+    FIT_SWAP_MAX_M: swapped where that is M, as it is where that is N."""
+    m, n = shape[0], shape[1]
+    swap = 256 < m <= FIT_SWAP_MAX_M < n
+    # 128-row tiles pad no short side that 128 divides: 384x7480x7808 read 0.951 of best NVIDIA, swapped 0.949
+    if not listed or not (swap or 256 < n <= FIT_SWAP_MAX_M < m) or (m if swap else n) % 128 == 0:
+        return []
     p0 = {**DEFAULTS, **listed[0]}
     if p0["cluster_k"] > 1:
         return []  # a K split: the outputs a CTA computes do not measure its time
     km, kn, k = kernel_shape(p0, shape)
     bar = _busiest_area(km, kn, p0["tile_m"], p0["tile_n"], sms) * (1.0 - FIT_MIN_SAVING)
-    rows, cols = shape[1], shape[0]  # swapped: M runs along the tile's columns
+    rows, cols = (n, m) if swap else (m, n)
     ranked = []
     for tm, tn in itertools.product((128, 192, 256), range(96, FIT_MAX_TILE_N + 1, 16)):
         tiles, area = ceil_div(rows, tm) * ceil_div(cols, tn), _busiest_area(rows, cols, tm, tn, sms)
@@ -973,8 +977,8 @@ def _fitting_tile(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms
         if fits and area <= bar:
             ranked.append((area, padded, tm, tn))
     for area, _, tm, tn in sorted(ranked):
-        base = {"tile_m": tm, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct", "schedule": _fit_split(tm, tn),
-                "swap_ab": True}
+        base = {"tile_m": tm, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct", "schedule": _fit_split(tm, tn, swap),
+                "swap_ab": swap}
         if _deepest_stages(base, "sm_90a", DOMAIN["stages"][:6]) is None:
             continue  # more accumulators than a consumer holds
         p = _k_deep(base, ceil_div(k, 64), DOMAIN["stages"][:6])
@@ -995,10 +999,11 @@ def _fitting_tile(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms
 FIT_THREE_MAX_N = 112
 
 
-def _fit_split(tile_m: int, tile_n: int) -> str:
+def _fit_split(tile_m: int, tile_n: int, swap: bool) -> str:
     if tile_m == 192:
         return "cooperative3" if tile_n <= FIT_THREE_MAX_N else "cooperative_n"
-    return "cooperative" if tile_m == 128 else "cooperative_n"
+    # 256 rows split in two swapped spills (364 bytes at 256x176, paired stores)
+    return "cooperative" if tile_m == 128 or not swap else "cooperative_n"
 
 
 def _busiest_area(m: int, n: int, tile_m: int, tile_n: int, sms: int) -> int:
