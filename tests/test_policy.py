@@ -1168,6 +1168,22 @@ def test_raw_fitting_tile_takes_the_second_slot_where_one_swapped_wave_of_it_com
                                      (128, 160): "cooperative", (256, 160): "cooperative_n"}[fit[:2]]
 
 
+@pytest.mark.parametrize("shape, fit", [
+    ((9088, 272, 4800), (256, 96, "cooperative")),  # 256 rows split by rows, unswapped: 0.952 against 0.868
+    ((12544, 296, 10368), (192, 160, "cooperative_n")),  # wider than three consumers take (FIT_THREE_MAX_N)
+    ((6024, 408, 8192), (128, 208, "cooperative")),
+    ((10624, 304, 1024), None),  # below FIT_MIRROR_MIN_K: 0.747 against the 256x128 TMA tile's 0.939
+    ((9088, 256, 4800), None),  # 128 divides the short side
+])
+def test_raw_fitting_tile_mirrors_where_n_is_the_short_side(shape, fit):
+    """256 < N <= 576 < M: the fitting tile unswapped, its columns along N, from K = 4096."""
+    ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
+    fitted = [(p["tile_m"], p["tile_n"], p["schedule"]) for p in ps if p.get("swap_ab") is False]
+    assert fitted == ([fit] if fit else [])
+    if fit:
+        assert ps[1]["swap_ab"] is False and get("hopper_raw").feasible(ps[1], shape, "sm_90a")[0]
+
+
 @pytest.mark.parametrize("shape,listed", [
     ((1152, 2304, 3072), [(176, 5), (64, 7)]),  # one wave of 176 where 64 takes three
     ((896, 6016, 3072), [(176, 5), (128, 6)]),  # two waves of 176 where 128 takes three

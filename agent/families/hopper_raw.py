@@ -942,6 +942,12 @@ def _makespan(m: int, n: int, tile_n: int, sms: int) -> int:
 FIT_MIN_SAVING = 0.05
 FIT_MIN_FILL = 0.90
 FIT_SWAP_MAX_M = 576  # measured from M = 304: data/raw_fitting_tile_small_m_ab_h200_2026-11-29_53cb345.json
+# Its mirror, N the short side, unswapped: against the first-batch slot it displaced on nine off-grid shapes it read
+# 0.2-19% faster at K = 4800-14272 (a 0.34 slot lifted to 0.99 on 10496x272x12032), and 7-21% slower at K = 1024 and
+# 2560, where the TMA-epilogue 256x128 tile it displaced stores faster than its registers (K = 1152: -0.1% to +2%);
+# its 256-row tiles split by rows read 0.3-10% faster than by columns on all four (data/raw_fitting_mirror_ab_h200_
+# 2026-11-29_2b3376c.json)
+FIT_MIRROR_MIN_K = 4096
 FIT_MIN_TILE = 128 * 128  # no narrower: their wgmmas run slower (pricing.WGMMA_TILE_EFF)
 # With scalar stores ptxas spilled the swapped tiles beyond these (168 registers: 192x224 740 bytes, 256x192 1,240), and
 # they read 0.70-0.77 of best NVIDIA where the tiles they displaced read 0.86-0.98 (data/raw_fitting_tile_big_small_m_ab
@@ -957,11 +963,12 @@ def _fitting_tile(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms
     FIT_MIN_TILE-FIT_MAX_TILE, at least FIT_MIN_FILL of its padded grid output) of one wave whose CTAs compute the
     fewest outputs, where that is FIT_MIN_SAVING fewer than the busiest CTA of the first listed prior (unsplit): a tile
     that divides a side lets a smaller one keep the grid in one wave. Its columns run along the short side, of 257 to
-    FIT_SWAP_MAX_M: swapped where that is M, as it is where that is N."""
+    FIT_SWAP_MAX_M: swapped where that is M, as it is where that is N (from K = FIT_MIRROR_MIN_K)."""
     m, n = shape[0], shape[1]
     swap = 256 < m <= FIT_SWAP_MAX_M < n
+    mirror = 256 < n <= FIT_SWAP_MAX_M < m and shape[2] >= FIT_MIRROR_MIN_K
     # 128-row tiles pad no short side that 128 divides: 384x7480x7808 read 0.951 of best NVIDIA, swapped 0.949
-    if not listed or not (swap or 256 < n <= FIT_SWAP_MAX_M < m) or (m if swap else n) % 128 == 0:
+    if not listed or not (swap or mirror) or (m if swap else n) % 128 == 0:
         return []
     p0 = {**DEFAULTS, **listed[0]}
     if p0["cluster_k"] > 1:
