@@ -941,7 +941,7 @@ def _makespan(m: int, n: int, tile_n: int, sms: int) -> int:
 # FIT_MIN_FILL output: that 8% loss was a grid 12% padding.
 FIT_MIN_SAVING = 0.05
 FIT_MIN_FILL = 0.90
-FIT_SWAP_MAX_M = 576  # measured from M = 304: data/raw_fitting_tile_small_m_ab_h200_2026-11-29_53cb345.json
+FIT_SWAP_MAX_M = 1024  # measured from M = 304: data/raw_fitting_tile_small_m_ab_h200_2026-11-29_53cb345.json
 # Its mirror, N the short side, unswapped: against the first-batch slot it displaced on nine off-grid shapes it read
 # 0.2-19% faster at K = 4800-14272 (a 0.34 slot lifted to 0.99 on 10496x272x12032), and 7-21% slower at K = 1024 and
 # 2560, where the TMA-epilogue 256x128 tile it displaced stores faster than its registers (K = 1152: -0.1% to +2%);
