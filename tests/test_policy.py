@@ -1150,9 +1150,9 @@ def test_raw_pingpong_prior_comes_first_from_k_256_to_2048(shape, first):
     ((432, 7784, 3584), (192, 144, True)),  # NVIDIA's tiles there (nvjet): 144 rows of the swapped product
     ((432, 5864, 5376), (192, 112, True)),
     ((320, 7048, 4480), (128, 160, True)),  # 320 = 2 x 160 columns where 128-row tiles pad it to 384
-    ((1296, 2680, 3392), None),  # M above FIT_SWAP_MAX_M: unswapped fits read 0.93 of the batch's best
+    ((1296, 2680, 3392), None),  # M above FIT_MAX_SHORT: unswapped fits read 0.93 of the batch's best
     ((6184, 688, 1280), None),  # the short side is N
-    ((600, 7000, 4096), None),
+    ((600, 7000, 4096), (192, 208, True)),  # a short side up to FIT_MAX_SHORT
     ((568, 8576, 10752), None),  # its fit, swapped 256x192, spills (1,240 bytes) and read 0.72 of best NVIDIA
     ((296, 14216, 12608), (256, 160, True)),
     ((256, 2048, 16384), None),  # a cluster split first
@@ -1164,7 +1164,7 @@ def test_raw_fitting_tile_takes_the_second_slot_where_one_swapped_wave_of_it_com
     if fit:
         assert ps[1] == fitted[0] and get("hopper_raw").feasible(ps[1], shape, "sm_90a")[0]
         # the consumers split its rows where they can hold them (_fit_split), its columns otherwise
-        assert ps[1]["schedule"] == {(192, 144): "cooperative_n", (192, 112): "cooperative3",
+        assert ps[1]["schedule"] == {(192, 144): "cooperative_n", (192, 112): "cooperative3", (192, 208): "cooperative_n",
                                      (128, 160): "cooperative", (256, 160): "cooperative_n"}[fit[:2]]
 
 

@@ -941,7 +941,11 @@ def _makespan(m: int, n: int, tile_n: int, sms: int) -> int:
 # FIT_MIN_FILL output: that 8% loss was a grid 12% padding.
 FIT_MIN_SAVING = 0.05
 FIT_MIN_FILL = 0.90
-FIT_SWAP_MAX_M = 1024  # measured from M = 304: data/raw_fitting_tile_small_m_ab_h200_2026-11-29_53cb345.json
+# The short side up to 1024 since the consumers split the tile's rows (_fit_split): on eleven off-grid shapes with a
+# short side of 704-960, either orientation, the slot it displaced read x1.078-1.093 (geomean, three modes; 832x2816x704
+# 0.792 -> 0.988, 3776x704x7104 0.761 -> 0.935 separated), and where it repeats a listed tile's size, stored from
+# registers, -2.6% to +0.5% of it (raw_fitting_tile_wider_ab_h200_2026-11-29_ae7577a.json; measured from 304 at 53cb345)
+FIT_MAX_SHORT = 1024
 # Its mirror, N the short side, unswapped: against the first-batch slot it displaced on nine off-grid shapes it read
 # 0.2-19% faster at K = 4800-14272 (a 0.34 slot lifted to 0.99 on 10496x272x12032), and 7-21% slower at K = 1024 and
 # 2560, where the TMA-epilogue 256x128 tile it displaced stores faster than its registers (K = 1152: -0.1% to +2%);
@@ -963,10 +967,10 @@ def _fitting_tile(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms
     FIT_MIN_TILE-FIT_MAX_TILE, at least FIT_MIN_FILL of its padded grid output) of one wave whose CTAs compute the
     fewest outputs, where that is FIT_MIN_SAVING fewer than the busiest CTA of the first listed prior (unsplit): a tile
     that divides a side lets a smaller one keep the grid in one wave. Its columns run along the short side, of 257 to
-    FIT_SWAP_MAX_M: swapped where that is M, as it is where that is N (from K = FIT_MIRROR_MIN_K)."""
+    FIT_MAX_SHORT: swapped where that is M, as it is where that is N (from K = FIT_MIRROR_MIN_K)."""
     m, n = shape[0], shape[1]
-    swap = 256 < m <= FIT_SWAP_MAX_M < n
-    mirror = 256 < n <= FIT_SWAP_MAX_M < m and shape[2] >= FIT_MIRROR_MIN_K
+    swap = 256 < m <= FIT_MAX_SHORT < n
+    mirror = 256 < n <= FIT_MAX_SHORT < m and shape[2] >= FIT_MIRROR_MIN_K
     # 128-row tiles pad no short side that 128 divides: 384x7480x7808 read 0.951 of best NVIDIA, swapped 0.949
     if not listed or not (swap or mirror) or (m if swap else n) % 128 == 0:
         return []
