@@ -79,11 +79,12 @@ DOMAIN: dict[str, tuple] = {
     # columns, as the 64-row tile always does; so 192 rows, which cannot be split in two (96 is no atom). On seven
     # fresh mid shapes where our first batch read 0.74-0.96, NVIDIA sized its tiles to divide a side: 192x144 (144
     # rows: 432 and 1296 in 3 and 9), 192x112, 176x192, 64x104, 56x128, the columns split on three (nvjet's coopB;
-    # data/edge_settle_misses_ncu_h200_2026-11-29_5969936/). For sweeps, stored from registers; compile-checked only
+    # data/edge_settle_misses_ncu_h200_2026-11-29_5969936/). Stored from registers; the fitting tile's split where
+    # no row split holds the tile (_fit_split)
     # cooperative3: three consumer warpgroups share a 192-row tile by rows, 64 each, where cooperative_n gives each
     # consumer all the rows (its L1/shared 87-91% busy on small M against NVIDIA's 62-75% on the same grid,
     # data/small_m_ncu_h200_2026-11-29_1904a1c/); tile_n up to 192 (128 registers a consumer). For sweeps and the
-    # swapped fitting tile (_fit_split)
+    # fitting tile (_fit_split)
     "schedule": ("cooperative", "pingpong", "cooperative_n", "cooperative3"),
     # shift: the tiles that would hang over the output's edge start early, inside it, recomputing and storing again
     # the rows (columns) of the tile before; pad: TMA fills what lies outside with zeros. Not searched: the policy
@@ -930,7 +931,7 @@ def _makespan(m: int, n: int, tile_n: int, sms: int) -> int:
     return _busiest_area(m, n, 128, tile_n, sms) // 128
 
 
-# The column-split tile (`_fitting_tile`) goes second where its busiest CTA computes this share fewer outputs than the
+# The fitting tile (`_fitting_tile`) goes second where its busiest CTA computes this share fewer outputs than the
 # first listed prior's. NVIDIA's kernels on seven mid shapes where the first batch read 0.74-0.96 ran tiles sized so
 # (data/edge_settle_misses_ncu_h200_2026-11-29_5969936/). Swapped, with M between 256 and 576, the short side is cut in
 # 16-column steps rather than 64-row ones: second on 13 fresh such shapes it lifted the first batch's best 1.085 back
@@ -988,8 +989,8 @@ def _fitting_tile(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms
         if fits and area <= bar:
             ranked.append((area, padded, tm, tn))
     for area, _, tm, tn in sorted(ranked):
-        base = {"tile_m": tm, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct", "schedule": _fit_split(tm, tn, swap),
-                "swap_ab": swap}
+        base = {"tile_m": tm, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct",
+                "schedule": _fit_split(tm, tn, swap), "swap_ab": swap}
         if _deepest_stages(base, "sm_90a", DOMAIN["stages"][:6]) is None:
             continue  # more accumulators than a consumer holds
         p = _k_deep(base, ceil_div(k, 64), DOMAIN["stages"][:6])
