@@ -599,8 +599,8 @@ def test_raw_cooperative_n_splits_columns_for_tiles_of_128_to_256_rows():
 
 
 def test_raw_cooperative3_shares_a_192_row_tile_by_rows_between_three_consumers():
-    """Three consumer warpgroups, 64 rows each, so that a 192-row tile reads A once a k-block (cooperative_n reads it
-    in both consumers). ptxas holds them to 128 registers: tiles up to 192 wide. Sweeps only."""
+    """Three consumer warpgroups, 64 rows each, where cooperative_n gives each of two all 192 rows. ptxas holds them to
+    128 registers: tiles up to 192 wide. Not a search knob: sweeps and the fitting tile (`_fit_split`)."""
     p = dict(RAW_OK, tile_m=192, tile_n=112, stages=5, epi="direct", schedule="cooperative3", swap_ab=True)
     assert hopper_raw.feasible(p, (408, 6024, 8192), "sm_90a")[0] and hopper_raw.accumulators(p) == 56
     src = hopper_raw.render(p)

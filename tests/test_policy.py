@@ -1176,7 +1176,7 @@ def test_raw_fitting_tile_takes_the_second_slot_where_one_swapped_wave_of_it_com
     ((9088, 256, 4800), None),  # 128 divides the short side
 ])
 def test_raw_fitting_tile_mirrors_where_n_is_the_short_side(shape, fit):
-    """256 < N <= 576 < M: the fitting tile unswapped, its columns along N, from K = 4096."""
+    """256 < N <= FIT_MAX_SHORT < M: the fitting tile unswapped, its columns along N, from K = FIT_MIRROR_MIN_K."""
     ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
     fitted = [(p["tile_m"], p["tile_n"], p["schedule"]) for p in ps if p.get("swap_ab") is False]
     assert fitted == ([fit] if fit else [])
@@ -1202,7 +1202,7 @@ def test_raw_cooperative_176_goes_first_on_mid_shapes_from_k_256(shape, listed):
     (`hopper_raw._coop_176_first`), and it takes hopper_raw's slot of the first batch."""
     ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
     assert all(get("hopper_raw").feasible(p, shape, "sm_90a") == (True, "") for p in ps)
-    ps = [p for p in ps if not p.get("swap_ab")]  # the fitting tile's slot (`_fitting_tile`)
+    ps = [p for p in ps if "swap_ab" not in p]  # the fitting tile's slot (`_fitting_tile` sets swap_ab either way)
     assert [(p["tile_n"], p["stages"]) for p in ps] == listed
     if listed[0][0] == 176:
         assert ps[0]["tile_m"] == 128 and ps[0].get("schedule", "cooperative") == "cooperative"

@@ -120,6 +120,9 @@ DEFAULTS: dict[str, Any] = {"epi": "direct", "cluster_m": 1, "cluster_k": 1, "k_
                             "edge": "pad", **LAUNCH_DEFAULTS}
 EPI_BYTES = 4 * 64 * 64 * 2  # two 64x64 fp16 sub-tiles per consumer warpgroup
 MAX_ACC_REGS = 192  # fp32 accumulators per consumer thread; the consumers get 232 registers (setmaxnreg)
+# Not with grid=streamk: ping-pong's consumers own whole tiles, and stream-K's partial tiles pass through a workspace
+# and a barrier laid out for two consumer warpgroups (SLOT_QUADS, bar.sync 4, 256), not cooperative3's three
+WHOLE_TILE_SCHEDULES = ("pingpong", "cooperative3")
 COOP3_MAX_ACC = 96  # tile_n 192: ptxas holds three consumers to 128 registers (208 fails to compile, 192 no spills)
 STREAM_INFLIGHT_BYTES = 150 * 1024  # a streaming CTA's ring below this streams slower (estimate_us)
 
@@ -188,8 +191,6 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         if bad := _clashing(p, {"cluster_m": 1, "cluster_k": 1, "swap_ab": False}):
             return False, (f"schedule=pingpong gives each consumer warpgroup whole tiles of its own CTA: it needs "
                            f"cluster_m=1, cluster_k=1 and swap_ab=False, not {', '.join(bad)}")
-        if p.get("grid") == "streamk":
-            return False, "schedule=pingpong takes whole tiles: grid=streamk splits them by k-blocks"
         if p["tile_m"] > 128:
             return False, "schedule=pingpong takes 64- and 128-row tiles (a warpgroup's own taller tile is untried)"
     elif p.get("schedule") == "cooperative_n":
@@ -205,8 +206,6 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
             return False, (f"schedule=cooperative3 (three consumer warpgroups of 64 rows) takes a 192-row tile "
                            f"stored from registers, one CTA a cluster: it needs tile_m=192, epi=direct, cluster_m=1 "
                            f"and cluster_k=1, not {', '.join(bad)}")
-        if p.get("grid") == "streamk":
-            return False, "schedule=cooperative3 takes whole tiles: grid=streamk splits them by k-blocks"
         if acc > COOP3_MAX_ACC:
             return False, (f"schedule=cooperative3 holds a consumer to 128 registers: tile_n={p['tile_n']} needs "
                            f"{acc} accumulators, above {COOP3_MAX_ACC}")
@@ -218,6 +217,8 @@ def feasible(params: dict[str, Any], shape: tuple[int, int, int] | None, arch: s
         if p.get("epi") == "tma" and p["tile_n"] not in (64, 128, 256):
             return False, f"a 64-row tile with the TMA epilogue takes tile_n 64, 128 or 256, not {p['tile_n']}"
     if p.get("grid") == "streamk":
+        if p.get("schedule") in WHOLE_TILE_SCHEDULES:
+            return False, f"schedule={p['schedule']} takes whole tiles: grid=streamk splits them by k-blocks"
         if bad := _clashing(p, {"cluster_m": 1, "cluster_k": 1, "k_order": "forward"}):
             return False, (f"grid=streamk shares tiles between neighbouring CTAs by k-blocks: it needs cluster_m=1, "
                            f"cluster_k=1 and k_order=forward, not {', '.join(bad)}")
