@@ -972,7 +972,7 @@ def _fitting_tile(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms
     FIT_MAX_SHORT: swapped where that is M, as it is where that is N (from K = FIT_MIRROR_MIN_K)."""
     m, n = shape[0], shape[1]
     swap = 256 < m <= FIT_MAX_SHORT < n
-    mirror = 256 < n <= FIT_MAX_SHORT < m and shape[2] >= FIT_MIRROR_MIN_K
+    mirror = 256 < n <= FIT_MAX_SHORT < m
     # 128-row tiles pad no short side that 128 divides: 384x7480x7808 read 0.951 of best NVIDIA, swapped 0.949
     if not listed or not (swap or mirror) or (m if swap else n) % 128 == 0:
         return []
@@ -990,8 +990,11 @@ def _fitting_tile(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms
         if fits and area <= bar:
             ranked.append((area, padded, tm, tn))
     for area, _, tm, tn in sorted(ranked):
-        base = {"tile_m": tm, "tile_n": tn, "group": 1, "acc": "fp32", "epi": "direct",
-                "schedule": _fit_split(tm, tn, swap), "swap_ab": swap}
+        split = _fit_split(tm, tn, swap)
+        if mirror and split != "cooperative" and shape[2] < FIT_MIRROR_MIN_K:
+            continue
+        base = {"tile_m": tm, "tile_n": tn, "group": 1, "acc": "fp32", "schedule": split, "swap_ab": swap,
+                "epi": "tma" if mirror and split == "cooperative" else "direct"}
         if _deepest_stages(base, "sm_90a", DOMAIN["stages"][:6]) is None:
             continue  # more accumulators than a consumer holds
         p = _k_deep(base, ceil_div(k, 64), DOMAIN["stages"][:6])
