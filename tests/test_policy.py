@@ -1156,6 +1156,8 @@ def test_raw_pingpong_prior_comes_first_from_k_256_to_2048(shape, first):
     ((568, 8576, 10752), None),  # its fit, swapped 256x192, spills (1,240 bytes) and read 0.72 of best NVIDIA
     ((296, 14216, 12608), (256, 160, True)),
     ((256, 2048, 16384), None),  # a cluster split first
+    ((296, 4032, 14976), (192, 64, True)),  # from 64 columns: 0.65 -> 0.93 of best NVIDIA
+    ((312, 6656, 10496), (128, 160, True)),  # not 256x64: split by columns into n32 atoms, 0.84 against 0.98
 ])
 def test_raw_fitting_tile_takes_the_second_slot_where_one_swapped_wave_of_it_computes_less(shape, fit):
     ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
@@ -1165,23 +1167,28 @@ def test_raw_fitting_tile_takes_the_second_slot_where_one_swapped_wave_of_it_com
         assert ps[1] == fitted[0] and get("hopper_raw").feasible(ps[1], shape, "sm_90a")[0]
         # the consumers split its rows where they can hold them (_fit_split), its columns otherwise
         assert ps[1]["schedule"] == {(192, 144): "cooperative_n", (192, 112): "cooperative3", (192, 208): "cooperative_n",
-                                     (128, 160): "cooperative", (256, 160): "cooperative_n"}[fit[:2]]
+                                     (128, 160): "cooperative", (256, 160): "cooperative_n",
+                                     (192, 64): "cooperative3"}[fit[:2]]
 
 
 @pytest.mark.parametrize("shape, fit", [
     ((9088, 272, 4800), (256, 96, "cooperative")),  # 256 rows split by rows, unswapped: 0.952 against 0.868
     ((12544, 296, 10368), (192, 160, "cooperative_n")),  # wider than three consumers take (FIT_THREE_MAX_N)
     ((6024, 408, 8192), (128, 208, "cooperative")),
-    ((10624, 304, 1024), None),  # below FIT_MIRROR_MIN_K: 0.747 against the 256x128 TMA tile's 0.939
+    ((10624, 304, 1024), None),  # only 192-row fits, stored from registers: below FIT_MIRROR_MIN_K
     ((9088, 256, 4800), None),  # 128 divides the short side
+    ((7808, 288, 1152), (128, 144, "cooperative")),  # a row split stores through TMA at any K: 0.84 -> 1.08
+    ((4736, 264, 4608), (128, 96, "cooperative")),  # down to 128x96: 0.63 -> 0.97
 ])
 def test_raw_fitting_tile_mirrors_where_n_is_the_short_side(shape, fit):
-    """256 < N <= FIT_MAX_SHORT < M: the fitting tile unswapped, its columns along N, from K = FIT_MIRROR_MIN_K."""
+    """256 < N <= FIT_MAX_SHORT < M: the fitting tile unswapped, its columns along N; a row split (128 or 256 rows)
+    with the TMA epilogue, a 192-row tile from registers and only from K = FIT_MIRROR_MIN_K."""
     ps = priors.priors("hopper_raw", shape, "fp32", "sm_90a")
     fitted = [(p["tile_m"], p["tile_n"], p["schedule"]) for p in ps if p.get("swap_ab") is False]
     assert fitted == ([fit] if fit else [])
     if fit:
         assert ps[1]["swap_ab"] is False and get("hopper_raw").feasible(ps[1], shape, "sm_90a")[0]
+        assert ps[1]["epi"] == ("direct" if fit[0] == 192 else "tma")
 
 
 @pytest.mark.parametrize("shape,listed", [

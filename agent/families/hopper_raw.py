@@ -952,9 +952,23 @@ FIT_MAX_SHORT = 1024
 # 0.2-19% faster at K = 4800-14272 (a 0.34 slot lifted to 0.99 on 10496x272x12032), and 7-21% slower at K = 1024 and
 # 2560, where the TMA-epilogue 256x128 tile it displaced stores faster than its registers (K = 1152: -0.1% to +2%);
 # its 256-row tiles split by rows read 0.3-10% faster than by columns on all four (data/raw_fitting_mirror_ab_h200_
-# 2026-11-29_2b3376c.json)
+# 2026-11-29_2b3376c.json). Its row splits (128 and 256 rows) store through the TMA epilogue: against the same tiles
+# stored from registers (K = 4800-16128) or the slot they displaced (K below this) faster on all sixteen off-grid
+# shapes in every mode, 0-12% but 9216x312x7744 (0.39 -> 0.97); 7808x288x1152 0.80-0.84 -> 1.00-1.08, 11008x320x2560
+# 0.91-0.93 -> 0.97-1.01 (data/raw_fitting_mirror_tma_ab_h200_2026-11-30_94a4b6a.json). So this K bounds only the
+# 192-row mirror, stored from registers.
 FIT_MIRROR_MIN_K = 4096
-FIT_MIN_TILE = 128 * 128  # no narrower: their wgmmas run slower (pricing.WGMMA_TILE_EFF)
+# Down to 64 columns and 128x96 outputs: where the narrower tile keeps one wave and is ranked first, on sixteen off-grid
+# shapes the slot read x1.16 (back to back and separated) and x1.19 (server) of the wider tile it displaced, geomean,
+# lower by 1.6% at most (296x4032x14976 0.65 -> 0.93 with a swapped 192x64 split in three, 4736x264x4608 0.63 -> 0.97
+# with 128x96); the first batch's best x1.13-1.15. Swapped 256x64 and 256x80 tiles, split by columns into m64n32-40
+# atoms, read 13-20% below the slot they displaced on four shapes, so a swapped 256-row tile is FIT_MIN_SPLIT_N wide at
+# least (data/raw_fitting_narrow_ab_h200_2026-11-30_94a4b6a.json). On twenty fresh shapes drawn after both rules were
+# set (data/shapes/fitting_fresh_2026-11-30.txt, raw_fitting_fresh_ab_h200_2026-11-30_94a4b6a.json) the first batch's
+# best read x1.15 in every mode (geomean): the twelve narrower tiles x1.18-1.20, the eight mirrors x1.09-1.11; lower on
+# two by 0.6-1.5% (192x80 split in three, where the tile it displaced read 1.0 of best NVIDIA).
+FIT_MIN_TILE = 128 * 96
+FIT_MIN_SPLIT_N = 96
 # With scalar stores ptxas spilled the swapped tiles beyond these (168 registers: 192x224 740 bytes, 256x192 1,240), and
 # they read 0.70-0.77 of best NVIDIA where the tiles they displaced read 0.86-0.98 (data/raw_fitting_tile_big_small_m_ab
 # _h200_2026-11-29_c964822.json). Paired stores spill nothing up to 192x224 and 256x176 (0.685 -> 0.900 on 880x5448x4992,
@@ -965,11 +979,12 @@ FIT_MAX_TILE = 256 * 176
 
 
 def _fitting_tile(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms: int = 132) -> list[dict[str, Any]]:
-    """The tile split between the consumers (`_fit_split`; 128-256 rows, 96-FIT_MAX_TILE_N columns,
+    """The tile split between the consumers (`_fit_split`; 128-256 rows, 64-FIT_MAX_TILE_N columns,
     FIT_MIN_TILE-FIT_MAX_TILE, at least FIT_MIN_FILL of its padded grid output) of one wave whose CTAs compute the
     fewest outputs, where that is FIT_MIN_SAVING fewer than the busiest CTA of the first listed prior (unsplit): a tile
     that divides a side lets a smaller one keep the grid in one wave. Its columns run along the short side, of 257 to
-    FIT_MAX_SHORT: swapped where that is M, as it is where that is N (from K = FIT_MIRROR_MIN_K)."""
+    FIT_MAX_SHORT: swapped where that is M, as it is where that is N (192-row tiles there from K =
+    FIT_MIRROR_MIN_K; the others store through the TMA epilogue)."""
     m, n = shape[0], shape[1]
     swap = 256 < m <= FIT_MAX_SHORT < n
     mirror = 256 < n <= FIT_MAX_SHORT < m
@@ -983,10 +998,11 @@ def _fitting_tile(shape: tuple[int, int, int], listed: list[dict[str, Any]], sms
     bar = _busiest_area(km, kn, p0["tile_m"], p0["tile_n"], sms) * (1.0 - FIT_MIN_SAVING)
     rows, cols = (n, m) if swap else (m, n)
     ranked = []
-    for tm, tn in itertools.product((128, 192, 256), range(96, FIT_MAX_TILE_N + 1, 16)):
+    for tm, tn in itertools.product((128, 192, 256), range(64, FIT_MAX_TILE_N + 1, 16)):
         tiles, area = ceil_div(rows, tm) * ceil_div(cols, tn), _busiest_area(rows, cols, tm, tn, sms)
         padded = tiles * tm * tn
         fits = tiles <= sms and FIT_MIN_TILE <= tm * tn <= FIT_MAX_TILE and rows * cols >= FIT_MIN_FILL * padded
+        fits = fits and not (swap and tm == 256 and tn < FIT_MIN_SPLIT_N)
         if fits and area <= bar:
             ranked.append((area, padded, tm, tn))
     for area, _, tm, tn in sorted(ranked):
