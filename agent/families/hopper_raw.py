@@ -971,9 +971,9 @@ FIT_MIN_TILE = 128 * 96
 FIT_MIN_SPLIT_N = 96
 # With scalar stores ptxas spilled the swapped tiles beyond these (168 registers: 192x224 740 bytes, 256x192 1,240), and
 # they read 0.70-0.77 of best NVIDIA where the tiles they displaced read 0.86-0.98 (data/raw_fitting_tile_big_small_m_ab
-# _h200_2026-11-29_c964822.json). Paired stores spill nothing up to 192x224 and 256x176 (0.685 -> 0.900 on 880x5448x4992,
-# data/raw_swapped_paired_stores_h200_2026-11-29_e0115a0.json) but 256x192 still does; 224 columns would change the
-# priors of 2 of 2,997 off-grid shapes, so the bounds stay.
+# _h200_2026-11-29_c964822.json). Paired stores spill nothing up to 192x224 and 256x176 (0.685 -> 0.900 on
+# 880x5448x4992, data/raw_swapped_paired_stores_h200_2026-11-29_e0115a0.json) but 256x192 still does; 224 columns would
+# change the priors of 2 of 2,997 off-grid shapes, so the bounds stay.
 FIT_MAX_TILE_N = 208
 FIT_MAX_TILE = 256 * 176
 
