@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Which first batches does a change of the built-in policy move, and a probe that times both? (no GPU needed)
 
-    python3 scripts/first_batch_ab.py REV [--sample 200 | --shapes FILE] [--spec OUT.json --pick 8] [--seed 0]
+    python3 scripts/first_batch_ab.py REV [--sample 200 | --shapes FILE] [--spec OUT.json --pick 8 [--slim]] [--seed 0]
 
 Proposes each shape's first batch (`BuiltinPolicy(0).propose`, sm_90a, fp32, offline, four candidates) once with the
 code of git revision REV and once with this working tree, over --sample grid shapes drawn with --seed (each side one
@@ -9,8 +9,8 @@ of 64 ... 16384) or the shapes of --shapes, and prints those whose batch changed
 `scripts/sweep_configs.py --together` spec of up to --pick changed shapes (every --pick-th of them, in order; of a grid
 draw only those outside both samples, of a --shapes file any, since the file names them): the union of both batches,
 each entry's role naming the batch(es) and slot(s) it holds, so one device call times the old and new batch in the
-same rounds. A cost-model change moves first batches too: this is
-how many, and the probe that says whether the move helps.
+same rounds (with --slim only the moved slots and the first; `scripts/ab_summary.py` reads the probe). A cost-model
+change moves first batches too: this is how many, and the probe that says whether the move helps.
 """
 from __future__ import annotations
 
@@ -72,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pick", type=int, default=8,
                     help="changed shapes in the spec (of a grid draw: outside both samples)")
     ap.add_argument("--show", type=int, default=20, help="changed shapes printed at most")
+    ap.add_argument("--slim", action="store_true",
+                    help="in the spec only the slots that differ and each batch's first (a third of the device time)")
     a = ap.parse_args(argv)
     if a.shapes:
         from agent.shapes import load_shapes
@@ -94,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         outside = changed if a.shapes else [c for c in changed if c[0] not in held]
         step = max(1, len(outside) // max(a.pick, 1))
         spec = [e for s, o, n in outside[::step][: a.pick] for e in spec_for(s, o, n)]
+        if a.slim:  # what the batch's best moved from and to needs its first slot beside the moved ones
+            spec = [e for e in spec if ";" not in e["role"] or e["role"].startswith("old #0;")]
         a.spec.write_text(json.dumps(spec, indent=1))
         print(f"wrote {len(spec)} entries on {len({tuple(e['shape']) for e in spec})} shapes to {a.spec}")
     return 0

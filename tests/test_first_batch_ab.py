@@ -35,6 +35,22 @@ def test_the_64_row_split_moves_one_batch_slot_and_the_spec_times_both(tmp_path,
     assert hinted["old #0"].get("l2_evict_first", "none") == "none" != hinted["new #0"]["l2_evict_first"]
 
 
+@pytest.mark.skipif(not has_commit("94a4b6a"), reason="a shallow clone without the commit before the narrow fits")
+def test_a_slim_spec_holds_the_moved_slots_and_the_first_only(tmp_path, capsys):
+    """Since 94a4b6a 296x4032x14976's fitting tile (hopper_raw, slot 3) is a swapped 192x64 split in three, where it
+    was 128x160; slots 0-2 did not move, so the slim spec keeps slot 0 (once, shared) and both slot 3s."""
+    shapes = tmp_path / "shapes.txt"
+    shapes.write_text("296 4032 14976\n")
+    spec = tmp_path / "spec.json"
+    assert load_script("first_batch_ab").main(["94a4b6a", "--shapes", str(shapes), "--spec", str(spec), "--slim"]) == 0
+    assert "296x4032x14976: slots [3] differ" in capsys.readouterr().out
+    entries = {e["role"]: e["params"] for e in json.loads(spec.read_text())}
+    assert set(entries) == {"old #0; new #0", "old #3", "new #3"}
+    assert (entries["old #3"]["tile_m"], entries["old #3"]["tile_n"]) == (128, 160)
+    assert (entries["new #3"]["tile_m"], entries["new #3"]["tile_n"], entries["new #3"]["schedule"]) == (
+        192, 64, "cooperative3")
+
+
 def test_the_listing_names_the_moved_slots_and_counts_what_it_leaves_out():
     listing = load_script("first_batch_ab").listing
     a, b = ["wgmma", {"tile_m": 128}], ["raw", {"tile_m": 64}]
