@@ -1868,3 +1868,21 @@ def test_wgmma_one_wave_tiles_stay_where_they_were_measured(shape):
     K = 1472-8191, beside a side under 128, from LARGE_FLOP, nor where the 64x64 grid fits one wave."""
     first = priors.priors("hopper_wgmma", shape, "fp32", "sm_90a")[0]
     assert not (first["tile_m"] == 64 and first["tile_n"] >= 80 and first["schedule"] == "pingpong")
+
+
+@pytest.mark.parametrize("shape, narrow, wide", [
+    # measured (H200, back to back): the column split 0.84 of best NVIDIA, the row split 0.99
+    ((312, 6656, 10496), {"tile_m": 256, "tile_n": 64, "schedule": "cooperative_n", "stages": 5},
+     {"tile_m": 128, "tile_n": 160, "stages": 6}),
+    ((704, 3584, 8256), {"tile_m": 256, "tile_n": 80, "schedule": "cooperative_n", "stages": 5},
+     {"tile_m": 128, "tile_n": 176, "stages": 6}),
+])
+def test_raw_cost_model_prices_a_narrow_column_split_below_the_row_split_that_beat_it(shape, narrow, wide):
+    """hopper_raw.NARROW_SPLIT_EFF: a tile split by columns into atoms up to 40 wide is priced slower, so the model
+    ranks as measured where it ranked the swapped 256x64 and 256x80 column splits first."""
+    base = {"swap_ab": True, "pdl": True, "group": 1, "acc": "fp32"}
+    t_narrow = costmodel.estimate_us("hopper_raw", {**base, **narrow}, shape, "sm_90a")
+    t_wide = costmodel.estimate_us("hopper_raw", {**base, **wide}, shape, "sm_90a")
+    assert t_wide < t_narrow
+    split_by_rows = {**base, **narrow, "schedule": "cooperative"}  # the same tile, priced without the term
+    assert costmodel.estimate_us("hopper_raw", split_by_rows, shape, "sm_90a") < t_narrow
