@@ -117,6 +117,12 @@ def cutlass_include_dirs() -> list[Path]:
     return [d for d in dirs if d.is_dir()]
 
 
+def include_flags() -> list[str]:
+    """-I flags for the CUTLASS/CuTe headers where they are installed, none where not (a kernel that needs them then
+    fails to build with nvcc's own message)."""
+    return [f"-I{d}" for d in (cutlass_include_dirs() if _cutlass_root() else [])]
+
+
 @functools.lru_cache(maxsize=1)
 def cutlass_version() -> str:
     if _cutlass_root() is None:
@@ -386,7 +392,7 @@ def compile_kernel(source: str, arch: str | None = None, *, extra_flags: Sequenc
     build_dir = Path(tempfile.mkdtemp(prefix=f"tmp-{key[:12]}-", dir=root))
     try:
         (build_dir / "kernel.cu").write_text(source)
-        includes = [f"-I{d}" for d in (cutlass_include_dirs() if _cutlass_root() else [])]
+        includes = include_flags()
         deadline = started + timeout
         nvcc = nvcc_path()
         cmd_c = [nvcc, "-c", "-Xcompiler", "-fPIC", *flags, *includes, "kernel.cu", "-o", "kernel.o"]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Which kernels does a template change alter, and a probe that times them before and after? (no GPU needed)
 
-    python3 scripts/render_ab.py REV --family hopper_raw --shapes FILE --out DIR [--first 1]
+    python3 scripts/render_ab.py REV --family hopper_raw --shapes FILE --out DIR [--first 1] [--sizes]
 
 Takes each shape's first --first priors of --family as this working tree lists them (feasible, normalised, with the
 launch knobs: what the policy's pool keeps), renders each with the code of git revision REV and with this tree, and
@@ -9,12 +9,14 @@ where the two sources differ writes both under DIR/src/ and a `scripts/sweep_con
 DIR/spec.json, whose entries name those files ("source"), roles "old (REV)" and "new": one device call then times the
 old and the new kernel of the same params in the same rounds, and `scripts/ab_summary.py` reads the probe. A policy
 change moves which kernels are proposed (`first_batch_ab.py`); a template change moves what the same params build,
-which is what this is for.
+which is what this is for. With --sizes each pair is built to a cubin here (nvcc only) and its machine-code bytes
+printed: a cold call fetches that code (evaluator/code_size.py).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -77,6 +79,22 @@ def write_probe(out: Path, rev: str, family: str, jobs: list[list], old: list[li
     return lines
 
 
+def sizes(out: Path) -> list[str]:
+    """A line per pair of the spec in `out`: each side's machine-code bytes (all its kernels) and new over old."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from evaluator.code_size import text_bytes
+
+    spec = json.loads((out / "spec.json").read_text())
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # each build is an nvcc process
+        built = list(pool.map(lambda e: sum(text_bytes((out / e["source"]).read_text()).values()), spec))
+    lines = []
+    for (o, n), (old_bytes, new_bytes) in zip(zip(spec[::2], spec[1::2]), zip(built[::2], built[1::2])):
+        lines.append(f"  {'x'.join(map(str, o['shape']))} {Path(o['source']).stem.rsplit('_', 2)[0]}: "
+                     f"{old_bytes} -> {new_bytes} bytes of machine code ({new_bytes / old_bytes:.2f}x)")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("rev", help="the git revision whose templates render the old kernels")
@@ -84,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shapes", type=Path, required=True, help="a shape file (M N K a line)")
     ap.add_argument("--first", type=int, default=1, help="leading priors of the family a shape")
     ap.add_argument("--out", type=Path, required=True, help="a folder for spec.json and src/")
+    ap.add_argument("--sizes", action="store_true",
+                    help="build each changed pair to a cubin (nvcc, no GPU) and print its machine-code bytes")
     a = ap.parse_args(argv)
     from agent.families import names
     from agent.shapes import load_shapes
@@ -103,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{a.rev} -> working tree: {changed} of {len(jobs)} {a.family} kernels render differently")
     for line in lines:
         print(line)
+    if a.sizes:
+        for line in sizes(a.out):
+            print(line)
     print(f"wrote {2 * changed} entries to {a.out / 'spec.json'}")
     return 0
 

@@ -42,3 +42,15 @@ def test_an_unknown_family_and_no_priors_are_clear_errors(tmp_path):
         m.main(["HEAD", "--family", "nope", "--shapes", str(shapes), "--out", str(tmp_path / "o")])
     with pytest.raises(SystemExit, match="--first must be at least 1"):
         m.main(["HEAD", "--family", "small", "--shapes", str(shapes), "--out", str(tmp_path / "o"), "--first", "0"])
+
+
+@pytest.mark.skipif(not has_commit("94a4b6a"), reason="a shallow clone without the commit before the rolled k loops")
+def test_sizes_show_the_rolled_loops_halving_a_cooperative_kernel_and_sparing_ping_pong(tmp_path, capsys):
+    shapes = tmp_path / "shapes.txt"
+    shapes.write_text("1024 2048 64\n1024 256 512\n")
+    args = ["94a4b6a", "--family", "hopper_raw", "--shapes", str(shapes), "--out", str(tmp_path / "p"), "--sizes"]
+    assert load_script("render_ab").main(args) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "bytes of machine code" in ln]
+    assert len(lines) == 2
+    coop, pingpong = (float(ln.rsplit("(", 1)[1].rstrip("x)")) for ln in lines)
+    assert coop < 0.7 and pingpong == 1.0

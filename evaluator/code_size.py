@@ -1,0 +1,48 @@
+"""How many bytes of machine code a candidate's kernels are: a cold call fetches them before its first MMA.
+
+`text_bytes(source, arch)` builds the source to a cubin with the evaluator's flags and reads each kernel's `.text`
+section from its ELF section headers (no cuobjdump needed, so it runs where only nvcc is installed). Halving
+hopper_raw's SASS by keeping its k-block loops rolled made its kernels 0.5-0.8% faster on average, cold and warm
+(docs/benchmarks/big_shapes_and_server.md, "hopper_raw's k-block loops rolled").
+"""
+from __future__ import annotations
+
+import struct
+import subprocess
+import tempfile
+from pathlib import Path
+
+from evaluator.compile import BASE_FLAGS, gencode_flags, include_flags, nvcc_path
+
+TEXT = ".text."
+
+
+def elf_text_sizes(blob: bytes) -> dict[str, int]:
+    """{function name: bytes} of the `.text.<name>` sections of a 64-bit little-endian ELF (a cubin)."""
+    if blob[:4] != b"\x7fELF" or blob[4] != 2 or blob[5] != 1:
+        raise ValueError("not a 64-bit little-endian ELF file")
+    shoff, = struct.unpack_from("<Q", blob, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", blob, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", blob, shoff + i * shentsize) for i in range(shnum)]
+    names_at = headers[shstrndx][4]  # sh_offset of the section-name table
+
+    def name(h: tuple) -> str:
+        start = names_at + h[0]
+        return blob[start:blob.index(b"\0", start)].decode()
+
+    return {name(h)[len(TEXT):]: h[5] for h in headers if name(h).startswith(TEXT)}
+
+
+def text_bytes(source: str, arch: str = "sm_90a", timeout: float = 600.0) -> dict[str, int]:
+    """Each kernel's machine-code bytes in `source` built for `arch`; RuntimeError with nvcc's words if it fails
+    (evaluator.compile.ToolMissingError where there is no nvcc)."""
+    nvcc = nvcc_path()
+    includes = include_flags()
+    flags = [f for f in BASE_FLAGS if f not in ("-lineinfo", "-Xptxas=-v")]
+    with tempfile.TemporaryDirectory(prefix="cudal2-size-") as tmp:
+        (Path(tmp) / "kernel.cu").write_text(source)
+        cmd = [nvcc, "-cubin", *flags, *gencode_flags(arch), *includes, "kernel.cu", "-o", "kernel.cubin"]
+        p = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout, check=False)
+        if p.returncode:
+            raise RuntimeError(f"nvcc failed building a cubin:\n{(p.stderr or p.stdout)[-2000:]}")
+        return elf_text_sizes((Path(tmp) / "kernel.cubin").read_bytes())

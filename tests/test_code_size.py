@@ -1,0 +1,46 @@
+"""evaluator/code_size.py: a kernel's machine-code bytes from a real nvcc build (cubin), read from its ELF headers."""
+from __future__ import annotations
+
+import pytest
+
+from agent.families import render
+from evaluator.code_size import elf_text_sizes, text_bytes
+
+TWO_KERNELS = """
+#include <cuda_fp16.h>
+__global__ void small_one(float* x) { x[threadIdx.x] += 1.0f; }
+__global__ void bigger_one(float* x, int n) {
+  #pragma unroll 16
+  for (int i = 0; i < n; ++i) x[threadIdx.x + i] = x[threadIdx.x + i] * 2.0f + 1.0f;
+}
+"""
+
+
+def test_each_kernel_has_its_bytes_and_an_unrolled_loop_has_more():
+    sizes = text_bytes(TWO_KERNELS, "sm_90a")
+    assert len(sizes) == 2 and all(v > 0 and v % 16 == 0 for v in sizes.values())  # 16-byte SASS instructions
+    small = next(v for k, v in sizes.items() if "small_one" in k)
+    bigger = next(v for k, v in sizes.items() if "bigger_one" in k)
+    assert bigger > 4 * small
+
+
+def test_hopper_raw_rolled_k_loops_halve_the_code_ping_pong_kernels_keep_theirs():
+    """K_LOOPS: the cooperative 128x128's k-block loops rolled (its source with K_LOOPS defined empty is what nvcc
+    made of it before), the ping-pong 64x64's left to the compiler."""
+    coop = render("hopper_raw", {"epi": "tma", "pdl": True, "tile_m": 128, "tile_n": 128, "group": 1, "acc": "fp32",
+                                 "stages": 2}, (1024, 2048, 64), "sm_90a")
+    unrolled = coop.replace('#define K_LOOPS _Pragma("unroll 1")', "#define K_LOOPS")
+    assert unrolled != coop
+    rolled_bytes, unrolled_bytes = sum(text_bytes(coop).values()), sum(text_bytes(unrolled).values())
+    assert rolled_bytes < 0.7 * unrolled_bytes
+    pingpong = render("hopper_raw", {"epi": "tma", "k_order": "alternate", "schedule": "pingpong", "pdl": True,
+                                     "tile_m": 64, "tile_n": 64, "group": 1, "acc": "fp32", "stages": 8},
+                      (1024, 256, 512), "sm_90a")
+    assert '#define K_LOOPS _Pragma' not in pingpong and "#define K_LOOPS\n" in pingpong
+
+
+def test_a_build_error_and_a_file_that_is_no_elf_say_so():
+    with pytest.raises(RuntimeError, match="nvcc failed building a cubin"):
+        text_bytes("__global__ void k() { not_declared(); }")
+    with pytest.raises(ValueError, match="not a 64-bit little-endian ELF"):
+        elf_text_sizes(b"PK\x03\x04 a zip, not a cubin")
