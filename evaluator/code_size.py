@@ -26,11 +26,8 @@ def elf_text_sizes(blob: bytes) -> dict[str, int]:
     headers = [struct.unpack_from("<IIQQQQIIQQ", blob, shoff + i * shentsize) for i in range(shnum)]
     names_at = headers[shstrndx][4]  # sh_offset of the section-name table
 
-    def name(h: tuple) -> str:
-        start = names_at + h[0]
-        return blob[start:blob.index(b"\0", start)].decode()
-
-    return {name(h)[len(TEXT):]: h[5] for h in headers if name(h).startswith(TEXT)}
+    names = [blob[names_at + h[0]:blob.index(b"\0", names_at + h[0])].decode() for h in headers]
+    return {name[len(TEXT):]: h[5] for name, h in zip(names, headers) if name.startswith(TEXT)}
 
 
 def text_bytes(source: str, arch: str = "sm_90a", timeout: float = 600.0) -> dict[str, int]:

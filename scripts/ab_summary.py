@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from agent.report import geomean  # noqa: E402
 
 MODES = ("back-to-back", "separated", "server")
 
@@ -45,10 +47,6 @@ def arms(results: list[dict], old: str, new: str) -> dict[tuple, dict[str, dict[
 def failures(results: list[dict]) -> list[str]:
     return [f"{'x'.join(map(str, r['shape']))} {r['mode']} {r.get('role', '')}: {r.get('reason', '')[:100]}"
             for r in results if r.get("status") != "ok"]
-
-
-def geomean(xs: list[float]) -> float:
-    return math.exp(sum(map(math.log, xs)) / len(xs))
 
 
 def summary(best: dict[tuple, dict[str, float]], drop: set[tuple] = frozenset()) -> tuple[list[str], dict[str, dict]]:

@@ -24,23 +24,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from prior_diff import REPO, json_in_tree, tree_at  # noqa: E402
 
-LISTED = """
-import json, sys
-from agent.policy import priors
-from agent.families import canonical, get, normal_params, with_launch_knobs
-family, first = sys.argv[1], int(sys.argv[2])
-out = []
-for s in json.load(sys.stdin):
-    kept, keys = [], set()
-    for p in priors.priors(family, tuple(s), "fp32", "sm_90a"):
-        q = normal_params(family, with_launch_knobs(family, p, "sm_90a"))
-        if canonical(q) not in keys and get(family).feasible(q, tuple(s), "sm_90a")[0]:
-            keys.add(canonical(q))
-            kept.append(q)
-    out.append(kept[:first])
-json.dump(out, sys.stdout)
-"""
-
 RENDER = """
 import json, sys
 from agent.families import candidate_name, render
@@ -52,6 +35,20 @@ for family, params, s in json.load(sys.stdin):
         out.append([None, str(err)])
 json.dump(out, sys.stdout)
 """
+
+
+def kept_priors(family: str, shape: tuple[int, int, int], first: int) -> list[dict]:
+    """The family's first `first` priors on `shape` as the policy's pool keeps them: normalised, feasible, each once."""
+    from agent.families import canonical, get, normal_params
+    from agent.policy import priors
+
+    kept, keys = [], set()
+    for p in priors.priors(family, shape, "fp32", "sm_90a"):  # launch knobs included
+        q = normal_params(family, p)
+        if canonical(q) not in keys and get(family).feasible(q, shape, "sm_90a")[0]:
+            keys.add(canonical(q))
+            kept.append(q)
+    return kept[:first]
 
 
 def renders(tree: Path, jobs: list[list]) -> list[list]:
@@ -112,9 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--family {a.family!r}: one of {', '.join(names())}")
     if a.first < 1:
         raise SystemExit("--first must be at least 1")
-    shapes = [list(s) for s in load_shapes(a.shapes)]
-    listed = json_in_tree(REPO, LISTED, [a.family, str(a.first)], "listing the priors", stdin=json.dumps(shapes))
-    jobs = [[a.family, p, s] for s, ps in zip(shapes, listed) for p in ps]
+    jobs = [[a.family, p, list(s)] for s in load_shapes(a.shapes) for p in kept_priors(a.family, tuple(s), a.first)]
     with tempfile.TemporaryDirectory() as tmp:
         old = renders(tree_at(a.rev, Path(tmp)), jobs)
     new = renders(REPO, jobs)

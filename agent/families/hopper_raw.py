@@ -1169,7 +1169,7 @@ def _half_wave_filler(shape: tuple[int, int, int], sms: int = 132) -> list[dict[
 NARROW_SPLIT_N, NARROW_SPLIT_EFF = 80, 0.85
 
 
-def _atom_eff(p: dict[str, Any]) -> float:
+def _narrow_split_eff(p: dict[str, Any]) -> float:
     narrow = p.get("schedule") == "cooperative_n" and p["tile_n"] <= NARROW_SPLIT_N
     return NARROW_SPLIT_EFF if narrow else 1.0
 
@@ -1193,7 +1193,7 @@ def estimate_us(p: dict[str, Any], shape: tuple[int, int, int], arch: str) -> fl
     # stores from registers leave the tensor cores idle longer: 626k against 591k cycles a call for the TMA
     # epilogue on 8192x2048x8192 (H200, power-steady, docs/benchmarks/data/sweeps/raw_tma_2026-11-23_1c52652.json)
     eff *= 1.0 if p.get("epi") == "tma" else 0.94
-    eff *= _atom_eff(p)
+    eff *= _narrow_split_eff(p)
     # beyond one wave one CTA and a pair are even with CUTLASS's 2x1 persistent 128x256 (two campaigns: -0.6% to
     # +1.0% on 8192x2048x8192 and 8192x4096x16384, power-steady); on one wave a pair took 1.3% longer than one CTA
     # (docs/benchmarks/data/sweeps/cluster_arrive_2026-11-23_3767b20.txt)
