@@ -44,3 +44,18 @@ def test_a_build_error_and_a_file_that_is_no_elf_say_so():
         text_bytes("__global__ void k() { not_declared(); }")
     with pytest.raises(ValueError, match="not a 64-bit little-endian ELF"):
         elf_text_sizes(b"PK\x03\x04 a zip, not a cubin")
+
+
+def test_small_counted_copy_loops_take_under_half_the_code_of_tid_started_ones():
+    """small's load_tile: loops started at the thread's index have no trip count nvcc knows, and it unrolled a guarded
+    copy per possible trip (the source with those loops put back is what the template was before)."""
+    src = render("small", {"pdl": True, "bm": 16, "bn": 32, "bk": 32, "wm": 1, "wn": 2, "stages": 2, "split_k": 1},
+                 (64, 64, 128), "sm_90a")
+    started = src
+    for n in ("ACH", "BCH"):
+        counted = (f"  for (int j = 0; j < ({n} + THREADS - 1) / THREADS; ++j) {{\n"
+                   f"    const int c = tid + j * THREADS;\n"
+                   f"    if ({n} % THREADS != 0 && c >= {n}) break;\n")
+        assert counted in started
+        started = started.replace(counted, f"  for (int c = tid; c < {n}; c += THREADS) {{\n")
+    assert sum(text_bytes(src).values()) < 0.5 * sum(text_bytes(started).values())
