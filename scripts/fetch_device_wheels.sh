@@ -5,8 +5,15 @@
 # working tree); scripts/device_env.sh installs them. Left out for room: zstandard (5.5 MiB; httpx and langsmith
 # import it only if it is there) and anthropic (2.7 MiB; the GPU runs use OpenAI-protocol servers, and the tests
 # that need it are skipped there). grpcio and protobuf, which chromadb's telemetry imports, are on the device already.
+#   bash scripts/fetch_device_wheels.sh [--no-retrieval]
+# --no-retrieval: without chromadb, its telemetry packages and the embedding model (15 MiB in all, not 58): the built-in
+# policy's campaigns and every GPU test but retrieval's need none of them, and the room goes to a prebuilt compile cache
+# (scripts/prebuild_first_batches.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+retrieval=1
+if [ "${1:-}" = --no-retrieval ]; then retrieval=0; shift; fi
+[ $# -eq 0 ] || { echo "usage: $0 [--no-retrieval]" >&2; exit 2; }
 pkgs="nvidia-cutlass langgraph langchain-core jsonpatch jsonpointer langchain-protocol langsmith distro httpx2 httpcore2
 truststore orjson pydantic annotated-types pydantic-core typing-inspection requests-toolbelt sniffio uuid-utils
 websockets tenacity langgraph-checkpoint ormsgpack langgraph-prebuilt langgraph-sdk langgraph-checkpoint-sqlite
@@ -15,6 +22,10 @@ chromadb python-dotenv jsonschema jsonschema-specifications referencing rfc3339-
 opentelemetry-sdk opentelemetry-semantic-conventions overrides pybase64 pydantic-settings
 opentelemetry-exporter-otlp-proto-grpc opentelemetry-exporter-otlp-proto-common opentelemetry-proto
 googleapis-common-protos opentelemetry-exporter-otlp-common"
+if [ $retrieval = 0 ]; then
+  pkgs=$(for p in $pkgs; do case $p in chromadb|opentelemetry-*) ;; *) echo "$p" ;; esac; done)
+  rm -f .whl/chromadb-*.whl .whl/opentelemetry_*.whl .whl/minilm-int8.npz  # left by an earlier full fetch
+fi
 specs=()
 for p in $pkgs; do
   v=$(python3 -c "import importlib.metadata as m; print(m.version('$p'))") || { echo "not installed here: $p" >&2; exit 1; }
@@ -44,5 +55,5 @@ with zipfile.ZipFile(src) as z:
             out.writestr(i, data)
 os.replace(src + ".tmp", src)
 PY
-[ -f .whl/minilm-int8.npz ] || python3 scripts/pack_embedding_model.py pack .whl/minilm-int8.npz
+[ $retrieval = 0 ] || [ -f .whl/minilm-int8.npz ] || python3 scripts/pack_embedding_model.py pack .whl/minilm-int8.npz
 du -sh .whl
