@@ -1,6 +1,9 @@
 """evaluator/code_size.py: a kernel's machine-code bytes from a real nvcc build (cubin), read from its ELF headers."""
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from agent.families import render
@@ -59,3 +62,21 @@ def test_small_counted_copy_loops_take_under_half_the_code_of_tid_started_ones()
         assert counted in started
         started = started.replace(counted, f"  for (int c = tid; c < {n}; c += THREADS) {{\n")
     assert sum(text_bytes(src).values()) < 0.5 * sum(text_bytes(started).values())
+
+
+UNROLL = re.compile(r"^\s*(#pragma unroll\s*$|CUTE_UNROLL\s*$)")
+THREAD_STARTED = re.compile(r"for \(int \w+ = [^;]*\b(tid|threadIdx\.x|lane)\b[^;]*;[^;]*;\s*\w+ \+= ")
+
+
+def unrolled_thread_started_loops(text: str) -> list[int]:
+    """Lines of fully unrolled loops that start at the thread's index: nvcc cannot know their trip count."""
+    lines = text.splitlines()
+    return [i + 2 for i, line in enumerate(lines[:-1]) if UNROLL.match(line) and THREAD_STARTED.search(lines[i + 1])]
+
+
+def test_no_template_fully_unrolls_a_loop_started_at_the_thread_index():
+    assert unrolled_thread_started_loops("#pragma unroll\n  for (int c = tid; c < ACH; c += THREADS) {\n") == [2]
+    assert unrolled_thread_started_loops("  CUTE_UNROLL\n  for (int j = 0; j < (N + T - 1) / T; ++j) {\n") == []
+    found = {f.name: lines for f in (Path(__file__).resolve().parents[1] / "agent" / "families").glob("*.j2")
+             if (lines := unrolled_thread_started_loops(f.read_text()))}
+    assert not found, f"count these loops' trips instead (see small.cu.j2's load_tile): {found}"
