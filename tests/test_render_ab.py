@@ -14,7 +14,7 @@ from script_module import has_commit, load_script  # noqa: E402
 @pytest.mark.skipif(not has_commit("94a4b6a"), reason="a shallow clone without the commit before the rolled k loops")
 def test_the_rolled_k_loops_change_every_hopper_raw_render_and_the_spec_names_both_files(tmp_path, capsys):
     """Since 94a4b6a hopper_raw's template rolls the k-block loops outside ping-pong kernels (K_LOOPS), so every
-    kernel renders differently; ampere_cute's did not change."""
+    kernel renders differently; hopper_wgmma's did not change."""
     shapes = tmp_path / "shapes.txt"
     shapes.write_text("1024 2048 64\n1024 256 512\n")
     out = tmp_path / "probe"
@@ -29,8 +29,8 @@ def test_the_rolled_k_loops_change_every_hopper_raw_render_and_the_spec_names_bo
         assert "K_LOOPS" not in old_src and "#define K_LOOPS" in new_src
     rolled = (out / spec[1]["source"]).read_text()  # 1024x2048x64: a cooperative tile, rolled
     assert '#define K_LOOPS _Pragma("unroll 1")' in rolled
-    assert m.main(["94a4b6a", "--family", "ampere_cute", "--shapes", str(shapes), "--out", str(tmp_path / "a")]) == 0
-    assert "0 of 2 ampere_cute kernels render differently" in capsys.readouterr().out
+    assert m.main(["94a4b6a", "--family", "hopper_wgmma", "--shapes", str(shapes), "--out", str(tmp_path / "a")]) == 0
+    assert "0 of 2 hopper_wgmma kernels render differently" in capsys.readouterr().out
     assert json.loads((tmp_path / "a" / "spec.json").read_text()) == []
 
 
