@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agent.report import geomean  # noqa: E402
 
-MODES = ("back-to-back", "separated", "server")
+MODES = ("back-to-back", "separated", "server")  # listed first, in this order; any other mode a probe holds follows
 
 
 def arms(results: list[dict], old: str, new: str) -> dict[tuple, dict[str, dict[str, float]]]:
@@ -51,12 +51,14 @@ def failures(results: list[dict]) -> list[str]:
 
 def summary(best: dict[tuple, dict[str, float]], drop: set[tuple] = frozenset()) -> tuple[list[str], dict[str, dict]]:
     """The rows (one a shape) and, per mode, the geomeans of the arms' ratio and of the batch's best."""
-    lines, per_mode = [], {m: {"slot": [], "batch": []} for m in MODES}
+    held = {mode for _, mode in best}
+    modes = [m for m in MODES if m in held] + sorted(held - set(MODES))
+    lines, per_mode = [], {m: {"slot": [], "batch": []} for m in modes}
     for shape in sorted({s for s, _ in best}, key=lambda s: (s[0] * s[1] * s[2], s)):
         if shape in drop:
             continue
         line = "x".join(map(str, shape))
-        for mode in MODES:
+        for mode in modes:
             b = best.get((shape, mode), {})
             if "old" not in b or "new" not in b:
                 continue

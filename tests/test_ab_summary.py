@@ -46,6 +46,16 @@ def test_the_fresh_fitting_tile_probe_reads_as_its_design_note_says(capsys):
     assert "server: new/old 1.171" in out and "batch best x1.153" in out
 
 
+def test_a_mode_outside_the_usual_three_is_read_too():
+    m = load_script("ab_summary")
+    rows = [_row((64, 64, 64), "steady", "old", 1.0), _row((64, 64, 64), "steady", "new", 1.1),
+            _row((64, 64, 64), "server", "old", 1.0), _row((64, 64, 64), "server", "new", 0.9)]
+    lines, totals = m.summary(m.arms(rows, "old", "new"))
+    assert list(totals) == ["server", "steady"]
+    assert totals["steady"]["slot"] == pytest.approx(1.1)
+    assert lines == ["64x64x64  server: old 1.000 new 0.900  steady: old 1.000 new 1.100"]
+
+
 def test_bad_input_is_a_clear_error(tmp_path):
     m = load_script("ab_summary")
     bad = tmp_path / "bad.json"
