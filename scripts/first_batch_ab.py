@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = [e for s, o, n in outside[::step][: a.pick] for e in spec_for(s, o, n)]
         if a.slim:  # what the batch's best moved from and to needs its first slot beside the moved ones
             spec = [e for e in spec if ";" not in e["role"] or e["role"].startswith("old #0;")]
+        a.spec.parent.mkdir(parents=True, exist_ok=True)  # minutes of proposing are not lost to a missing folder
         a.spec.write_text(json.dumps(spec, indent=1))
         print(f"wrote {len(spec)} entries on {len({tuple(e['shape']) for e in spec})} shapes to {a.spec}")
     return 0

@@ -25,7 +25,10 @@ DRAM_BW = 3.3e12
 L2_BW = 9e12
 LAUNCH_US = 2.5  # back-to-back GPU time of an almost empty launch (the evaluator's offline floor is ~2.9 us)
 CUTLASS_HOST_US = 2.0  # argument building + initialize() on the host, per call
-SPLITK_PASS_US = 1.5  # measured: split-K's partial write + last-CTA reduction on launch-bound shapes (H200)
+# measured: split-K's partial write + last-CTA reduction on launch-bound shapes (H200): 1.5 us with a __threadfence
+# in every thread; one thread's acq_rel add took 0.35 us (median) off each of 34 split kernels in every mode
+# (docs/benchmarks/data/raw_lean_splitk_arrive_h200_2026-11-30_35a8b97.json)
+SPLITK_PASS_US = 1.15
 CLUSTER_REDUCE_US = 0.4  # the cluster split's reduction stays in distributed shared memory: no second pass
 STREAMK_SPLIT_US = 1.2  # CUTLASS stream-K split-K fixup, per split (H200: 2 splits +4.6 us, 4 splits +6.7 us)
 SLICE_SUM_US = 0.8  # batched split-K: the summing kernel, launched early (PDL), beyond its own memory traffic

@@ -143,7 +143,8 @@ ORDER = 0  # the policy visits the families from the smallest problems they serv
 SHORT = "sm"
 # A fresh batch's share per size class (agent.families.pricing.size_class), before any measurement. On launch-bound
 # shapes ampere_cute without split-K was as fast as or faster than this family (2.7-2.9 us against cuBLASLt's
-# ~3.0 us floor, H200) and split-K's second pass costs ~1.5 us there: hence the even split below 2^31 FLOP.
+# ~3.0 us floor, H200) and split-K's second pass cost ~1.5 us there (1.15 since its lean hand-off): hence the even
+# split below 2^31 FLOP.
 # Mid shapes, M <= 64 streamed and skinny outputs of K >= 2048 on TMA's rows: none, as for ampere_cute (which says
 # why). Output-bound shapes (up to 2^31 FLOP, outputs from 2^19 elements): none either. On the 18 such shapes that
 # committed probes timed it beside the other families (51 shape-modes, H200 and H100, docs/benchmarks/data) its best
