@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.families import render
-from evaluator.code_size import elf_text_sizes, text_bytes
+from evaluator.code_size import elf_text_sizes, ptx_text, text_bytes
 
 TWO_KERNELS = """
 #include <cuda_fp16.h>
@@ -45,6 +45,8 @@ def test_hopper_raw_rolled_k_loops_halve_the_code_ping_pong_kernels_keep_theirs(
 def test_a_build_error_and_a_file_that_is_no_elf_say_so():
     with pytest.raises(RuntimeError, match="nvcc failed building a cubin"):
         text_bytes("__global__ void k() { not_declared(); }")
+    with pytest.raises(RuntimeError, match="nvcc failed building a ptx"):
+        ptx_text("__global__ void k() { not_declared(); }")
     with pytest.raises(ValueError, match="not a 64-bit little-endian ELF"):
         elf_text_sizes(b"PK\x03\x04 a zip, not a cubin")
 

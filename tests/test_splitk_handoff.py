@@ -4,13 +4,10 @@ back and 5% in server mode over 28 split-K kernels of `small` (docs/benchmarks/b
 hand-off"). PTX is what nvcc alone can show here; the SASS of each fence is a MEMBAR."""
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 import pytest
 
 from agent.families import render
-from evaluator.compile import BASE_FLAGS, include_flags, nvcc_path
+from evaluator.code_size import ptx_text
 
 SPLIT = {
     "small": ({"pdl": True, "bm": 16, "bn": 32, "bk": 64, "wm": 1, "wn": 2, "stages": 2, "split_k": 2},
@@ -21,29 +18,20 @@ SPLIT = {
 }
 
 
-def ptx(source: str, tmp: Path, arch: str = "sm_90a") -> str:
-    (tmp / "kernel.cu").write_text(source)
-    flags = [f for f in BASE_FLAGS if f not in ("-lineinfo", "-Xptxas=-v")]
-    cmd = [nvcc_path(), "-ptx", *flags, f"-arch={arch.replace('sm_', 'compute_')}", *include_flags(), "kernel.cu", "-o", "kernel.ptx"]
-    p = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=600, check=False)
-    assert p.returncode == 0, p.stderr[-2000:]
-    return (tmp / "kernel.ptx").read_text()
-
-
 def fences(text: str) -> dict[str, int]:
     return {"membar.gl": text.count("membar.gl"), "fence.sc.gpu": text.count("fence.sc.gpu"),
             "atom.acq_rel.gpu": text.count("atom.acq_rel.gpu")}
 
 
 @pytest.mark.parametrize("family", sorted(SPLIT))
-def test_split_k_hand_off_is_one_acq_rel_add_and_no_thread_fence(family, tmp_path):
+def test_split_k_hand_off_is_one_acq_rel_add_and_no_thread_fence(family):
     params, shape = SPLIT[family]
     src = render(family, params, shape, "sm_90a")
     assert "g_arrivals" in src, "the params no longer render a split-K kernel"
-    got = fences(ptx(src, tmp_path))
+    got = fences(ptx_text(src))
     assert got == {"membar.gl": 0, "fence.sc.gpu": 0, "atom.acq_rel.gpu": 1}, got
     # the check sees a fence where there is one: a __threadfence put back into the hand-off
     fenced = src.replace("__shared__ unsigned s_last;", "__threadfence();\n__shared__ unsigned s_last;", 1)
     assert fenced != src
-    old = fences(ptx(fenced, tmp_path))
+    old = fences(ptx_text(fenced))
     assert old["membar.gl"] + old["fence.sc.gpu"] >= 1, old
