@@ -5,11 +5,14 @@ cache that the GPU machine then starts from, so its GPUs do not wait for these n
     python3 scripts/prebuild_first_batches.py --shapes FILE --out cache.tgz [--arch sm_90a] [--acc fp32]
                                               [--mode offline] [--per-step 4] [--jobs N] [--cache DIR]
     python3 scripts/prebuild_first_batches.py --run RUN_DIR --out cache.tgz [--confirm-top 3] ...
+    python3 scripts/prebuild_first_batches.py --run RUN_DIR --shapes FILE --out cache.tgz ...   # a resumed slice
 
 With --run, what a resumed run's tournaments play instead: each shape's mode players (`mode_players`: the top
 leaders and other families' best close behind) and their cold twins (`agent.families.cold_twin`), as archived or
 rendered. A campaign whose finals were reset (a mode's `final_runs` and `mode_winners` rows deleted to measure it
 again) replays those tournaments on a machine that starts bare, and a CUTLASS player takes 1-2 minutes to build.
+With both, what a slice stopped mid-campaign needs on its next machine: the players of the shapes it started and the
+first batches of the shapes of FILE it has not.
 
 Each shape's first batch is what `cudal2 campaign --model builtin` proposes before any measurement
 (`BuiltinPolicy.propose` with no history, in the campaign's search mode), rendered as the campaign renders it.
@@ -69,14 +72,21 @@ def tournament_players(run_dir: Path, top: int) -> list[tuple[tuple, str, str]]:
     return out
 
 
+def started_shapes(run_dir: Path) -> set[tuple]:
+    """The shapes a run folder's archive holds a kernel of."""
+    from agent.campaign.archive import Archive
+
+    return {tuple(key.shape) for key in Archive(run_dir / "archive.sqlite").shapes()}
+
+
 def main(argv: list[str] | None = None) -> int:
     from agent.shapes import load_shapes
     from evaluator.compile import compile_kernel
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    what = ap.add_mutually_exclusive_group(required=True)
-    what.add_argument("--shapes", type=Path, help="a campaign's shape list: build each shape's first batch")
-    what.add_argument("--run", type=Path, help="a run folder: build its tournaments' players and their cold twins")
+    ap.add_argument("--shapes", type=Path, help="a campaign's shape list: build each shape's first batch (with "
+                                                "--run: of each shape the run has not started)")
+    ap.add_argument("--run", type=Path, help="a run folder: build its tournaments' players and their cold twins")
     ap.add_argument("--confirm-top", type=int, default=3, help="the campaign's --confirm-top (default 3)")
     ap.add_argument("--out", required=True, type=Path, help="the cache as a .tgz, to unpack into $CUDAL2_CACHE/build")
     ap.add_argument("--arch", default="sm_90a")
@@ -88,15 +98,25 @@ def main(argv: list[str] | None = None) -> int:
                     help="build in this compile cache and keep it (default: a temporary one); what it holds already "
                          "is not built again")
     a = ap.parse_args(argv)
+    if a.run is None and a.shapes is None:
+        ap.error("give --shapes, --run, or both (a resumed run: its players and the shapes it has not started)")
+    todo: list[tuple[tuple, str, str]] = []
     if a.run is not None:
         if not (a.run / "archive.sqlite").is_file():
             print(f"prebuild: {a.run} is not a run folder (no archive.sqlite)", file=sys.stderr)
             return 2
         todo = tournament_players(a.run, a.confirm_top)
         print(f"{len(todo)} distinct kernels among the tournament players of {a.run}", flush=True)
-    else:
-        todo = first_batches(load_shapes(a.shapes), a.acc, a.arch, a.per_step, a.mode)
-        print(f"{len(todo)} distinct kernels in the first batches of {a.shapes}", flush=True)
+    if a.shapes is not None:
+        shapes = load_shapes(a.shapes)
+        if a.run is not None:  # a started shape's first batch is in its archive already
+            started = started_shapes(a.run)
+            shapes = [s for s in shapes if tuple(s) not in started]
+        built = {src for _, _, src in todo}
+        batches = [t for t in first_batches(shapes, a.acc, a.arch, a.per_step, a.mode) if t[2] not in built]
+        todo += batches
+        print(f"{len(batches)} distinct kernels in the first batches of {len(shapes)} shape"
+              f"{'' if len(shapes) == 1 else 's'} of {a.shapes}", flush=True)
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         cache = a.cache or Path(tmp) / "build"

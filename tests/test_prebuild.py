@@ -65,3 +65,34 @@ def test_a_runs_tournament_players_and_their_cold_twins_built_here_are_cache_hit
         info = compile_kernel(src, "sm_90a", cache_dir=there)
         assert info.ok and info.cached, info.log
     assert script.main(["--run", str(tmp_path), "--out", str(out)]) == 2  # not a run folder
+
+
+def test_a_resumed_slice_gets_its_players_and_the_first_batches_of_the_shapes_it_has_not_started(tmp_path, capsys):
+    """--run with --shapes: the shape the run started (its first batch is archived) gets its players only, the shape
+    it has not started its first batch."""
+    import json
+
+    from agent.campaign.archive import Archive
+    from evaluator.record import EvalResult
+    from http_servers import RECORDED_RESULTS
+
+    started, fresh = (64, 128, 1024), (16, 16, 128)
+    run = tmp_path / "runs" / "r"
+    p = {"pdl": True, "bm": 16, "bn": 32, "bk": 64, "wm": 1, "wn": 2, "stages": 2, "split_k": 2}
+    Archive(run / "archive.sqlite").add("r", "NVIDIA H200", "fp32", started, render("small", p, started), "builtin",
+                                        EvalResult.from_dict(json.loads(RECORDED_RESULTS.read_text())["wgmma"]),
+                                        family="small", params=p)
+    shapes = tmp_path / "shapes.txt"
+    shapes.write_text("64 128 1024\n16 16 128\n")
+    out = tmp_path / "resume.tgz"
+    assert load_script("prebuild_first_batches").main(
+        ["--run", str(run), "--shapes", str(shapes), "--out", str(out), "--per-step", "2", "--jobs", "2"]) == 0
+    assert "2 distinct kernels in the first batches of 1 shape of" in capsys.readouterr().out
+    there = tmp_path / "gpu_machine_cache"
+    with tarfile.open(out) as tar:
+        tar.extractall(there, filter="data")
+    sources = [render("small", p, started)] + [render(c.family, c.params, fresh) for c in
+                                               BuiltinPolicy(0).propose(fresh, "fp32", "sm_90a", [], n=2)]
+    for src in sources:
+        info = compile_kernel(src, "sm_90a", cache_dir=there)
+        assert info.ok and info.cached, info.log
