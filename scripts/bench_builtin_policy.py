@@ -35,7 +35,7 @@ def campaign_cmd(a: argparse.Namespace, run: str) -> list[str]:
     cmd = [sys.executable, "-m", "agent.cli", "campaign", "--shapes", a.shapes, "--model", "builtin",
            "--budget", str(a.budget), "--acc", a.acc, "--run", run, "--runs-dir", a.runs_dir, "--no-global",
            "--mode", a.mode, "--final-modes", a.final_modes or _final_modes(a.mode),
-           "--final-repeats", str(a.final_repeats), "--per-step", str(a.per_step), "--ncu", a.ncu]
+           "--final-repeats", str(a.final_repeats), "--per-step", str(a.per_step), "--ncu", a.ncu or "auto"]
     if a.lanes:
         cmd += ["--lanes", str(a.lanes)]
     if a.gpus:  # a machine of several GPUs: one campaign over all of them (the table names each shape's GPU)
@@ -55,7 +55,7 @@ def main() -> int:
     ap.add_argument("--per-step", type=int, default=None, help="proposals per search step (default 4)")
     ap.add_argument("--lanes", type=int, default=None, help="shapes in flight (compile parallelism)")
     ap.add_argument("--gpus", default=None, metavar="0,1,...", help="GPU indices the campaign evaluates on (default 0)")
-    ap.add_argument("--ncu", choices=["auto", "on", "off"], default="auto")
+    ap.add_argument("--ncu", choices=["auto", "on", "off"], default=None, help="Nsight Compute per step (default auto)")
     ap.add_argument("--mode", choices=MODES, default=None,
                     help="timing mode of the search (default offline; graph: replayed from a CUDA graph, where the "
                          "launch overlap that offline timing credits mostly goes)")
@@ -106,12 +106,14 @@ def _defaults() -> dict:
     from agent.campaign.driver import CampaignConfig
 
     return {"acc": "fp32", "budget": 8, "per_step": 4, "mode": "offline", "final_repeats": CampaignConfig.final_repeats,
-            "profile": CampaignConfig.profile, "confirm_top": CampaignConfig.confirm_top}
+            "profile": CampaignConfig.profile, "confirm_top": CampaignConfig.confirm_top, "ncu": "auto", "lanes": None}
 
 
 # campaign.json's key for each setting the table's header names
 RECORDED = (("acc", "acc"), ("budget_candidates", "budget"), ("n_per_step", "per_step"), ("mode", "mode"),
             ("final_repeats", "final_repeats"), ("profile", "profile"), ("confirm_top", "confirm_top"))
+# settings that change no figure: runs that differ in them are combined, and the header's command leaves them out
+HOW_RUN = (("ncu", "ncu"), ("lanes", "lanes"))
 
 
 def recorded_settings(run_dirs: list[Path], a) -> argparse.Namespace:
@@ -123,10 +125,13 @@ def recorded_settings(run_dirs: list[Path], a) -> argparse.Namespace:
 
     recs = {d.name: run_record(d) for d in run_dirs}
     out, defaults = argparse.Namespace(**vars(a)), _defaults()
-    for key, flag in RECORDED:
+    for key, flag in RECORDED + HOW_RUN:
         seen = {name: r[key] for name, r in recs.items() if r.get(key) is not None}
         given = getattr(a, flag, None)
         opt = "--" + flag.replace("_", "-")
+        if len(set(seen.values())) > 1 and (key, flag) in HOW_RUN:
+            setattr(out, flag, None)
+            continue
         if len(set(seen.values())) > 1:
             raise ValueError(f"the runs were made with different {opt} ("
                              + ", ".join(f"{n}: {v}" for n, v in seen.items()) + "): one table would mix them")
@@ -275,7 +280,8 @@ def summarise_run(run_dirs: Path | list[Path], a) -> str:
                 "  which also counts waits for a GPU that another shape's evaluation held, so it overstates GPU time",
                 "  where lanes outnumber GPUs"] if legacy else []),
              f"- command: `python3 scripts/bench_builtin_policy.py --shapes {a.shapes} --budget {a.budget} "
-             f"--per-step {a.per_step} --acc {a.acc} --ncu {a.ncu}" + (f" --lanes {a.lanes}" if a.lanes else "")
+             f"--per-step {a.per_step} --acc {a.acc}" + (f" --ncu {a.ncu}" if a.ncu else "")
+             + (f" --lanes {a.lanes}" if a.lanes else "")
              + (f" --gpus {a.gpus}" if getattr(a, "gpus", None) else "")
              + ("" if search_mode == "offline" else f" --mode {search_mode}")
              + ("" if not modes or set(modes) == set(_final_modes(search_mode).split(","))

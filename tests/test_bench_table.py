@@ -393,6 +393,27 @@ def test_the_header_states_what_the_run_was_made_with(tmp_path):
         assert p.returncode == 2 and said in p.stderr, (flags, p.stderr)
 
 
+def test_the_header_gives_the_ncu_and_lanes_the_run_was_made_with(tmp_path):
+    """A report made afterwards once headed a run made with --ncu off --lanes 8 with `--ncu auto` and no --lanes:
+    both now come from the run's record; runs that differ in them (they change no figure) are still combined, and
+    the command leaves out what they differ in."""
+    shapes = tmp_path / "shapes.txt"
+    shapes.write_text("4096 4096 4096\n")
+    run, _, _ = _run(tmp_path, "a")
+    _record(run, acc="fp32", budget_candidates=16, shapes=[list(SHAPE)], ncu="off", lanes=8)
+    assert _report(tmp_path, "a", flags=["--shapes", str(shapes)]).returncode == 0
+    md = (tmp_path / "out" / "builtin_policy_fp32.md").read_text()
+    assert "--acc fp32 --ncu off --lanes 8" in md
+    small = (64, 64, 128)
+    run, _, _ = _run(tmp_path, "b", shape=small)
+    _record(run, acc="fp32", budget_candidates=16, shapes=[list(small)], ncu="off", lanes=4)
+    shapes.write_text("4096 4096 4096\n64 64 128\n")
+    p = _report(tmp_path, "a", "b", flags=["--shapes", str(shapes)])
+    assert p.returncode == 0, p.stderr
+    md = (tmp_path / "out" / "builtin_policy_fp32.md").read_text()
+    assert "--acc fp32 --ncu off" in md and "--lanes" not in md.split("- command:")[1].split("\n")[0]
+
+
 def test_runs_made_with_different_budgets_are_not_combined(tmp_path):
     for name, budget, shape in (("a", 12, SHAPE), ("b", 6, (64, 64, 128))):
         run, _, _ = _run(tmp_path, name, shape=shape)

@@ -198,6 +198,7 @@ def test_progress_archive_finals_and_global_seeding(tmp_path):
     # What the benchmark's table states about the search is recorded with the run (scripts/bench_builtin_policy.py).
     made = json.loads((cfg.run_dir / "campaign.json").read_text())
     assert (made["budget_candidates"], made["n_per_step"], made["confirm_top"], made["final_repeats"]) == (6, 2, 3, 3)
+    assert (made["lanes"], made["ncu"]) == (cfg.lanes, cfg.ncu)  # how it ran, for the header's command line
     from agent.resources import code_commit
 
     assert made["commits"] == [code_commit()] and made["commits"][0]  # a resume at the same commit adds none

@@ -156,7 +156,8 @@ def cmd_campaign(args: argparse.Namespace) -> int:
                                                                              or global_archive_path()),
                              final_modes=tuple(m for m in args.final_modes.split(",") if m),
                              final_repeats=args.final_repeats, confirm_top=args.confirm_top,
-                             mode_winners=not args.no_mode_winners, n_per_step=args.per_step, lanes=args.lanes)
+                             mode_winners=not args.no_mode_winners, n_per_step=args.per_step, lanes=args.lanes,
+                             ncu=args.ncu)
     except (ShapeFileError, ConfigError, CampaignError) as e:
         return _err(str(e))
     from evaluator.session import has_gpu

@@ -204,6 +204,7 @@ class CampaignConfig:
     compile_workers: int | None = None
     retrieve: bool = True
     lanes: int | None = None  # shapes worked on at once; None: the seam's (two per GPU)
+    ncu: str = "auto"  # as asked (auto, on, off): the seam profiles; the run record keeps it for report headers
 
     def __post_init__(self):
         check_run_place(self.run, self.runs_dir)
@@ -240,7 +241,7 @@ def _check_run_params(cfg: CampaignConfig, seam: Seam, model_public: dict) -> No
            "commits": commits, "budget_candidates": cfg.budget_candidates, "budget_minutes": cfg.budget_minutes,
            # what a report's header states about the search (the last invocation's, on a resumed run)
            "n_per_step": cfg.n_per_step, "confirm_top": cfg.confirm_top, "final_repeats": cfg.final_repeats,
-           "created": prev.get("created", time.time()), "updated": time.time()}
+           "lanes": cfg.lanes, "ncu": cfg.ncu, "created": prev.get("created", time.time()), "updated": time.time()}
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=2))
