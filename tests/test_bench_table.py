@@ -668,3 +668,14 @@ def test_the_regimes_table_says_how_much_more_our_kernels_pay_going_cold():
             del r["us"]
     old = table.render(data)
     assert "excess cold cost" not in old and "cold cost" not in old
+
+
+def test_the_previous_tables_offline_figure_is_read_where_it_is_marked(tmp_path):
+    """The comparison with an older table once took a marked offline figure (1.480 ‡, baselines moved) as missing
+    and read the shape's next row instead, a server or back-to-back figure from a later section."""
+    old = tmp_path / "old.md"
+    old.write_text("## offline\n\n| M | N | K | speedup vs AutoTuning-max | family |\n|---|---|---|---|---|\n"
+                   "| 512 | 512 | 64 | 1.480 ‡ | a |\n| 64 | 64 | 64 | — | a |\n| 128 | 128 | 128 | 1.2 | a |\n\n"
+                   "## server\n\n| 512 | 512 | 64 | 0.982 | a |\n| 64 | 64 | 64 | 0.9 | a |\n"
+                   "| 128 | 128 | 128 | 1.0 | a |\n")
+    assert load_script("regimes_table").previous_offline(old) == {"512x512x64": 1.48, "128x128x128": 1.2}
