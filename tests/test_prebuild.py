@@ -96,3 +96,47 @@ def test_a_resumed_slice_gets_its_players_and_the_first_batches_of_the_shapes_it
     for src in sources:
         info = compile_kernel(src, "sm_90a", cache_dir=there)
         assert info.ok and info.cached, info.log
+
+
+def test_a_slice_stopped_by_its_time_limit_returns_what_the_next_one_builds_first(tmp_path):
+    """scripts/device_bench.sh stopped by BENCH_S (here a stand-in benchmark that outlasts it; every other command is
+    real): $OUT/resume_cache.txz holds the started shape's player, which the next machine, given it as PREBUILT,
+    finds built."""
+    import json
+    import os
+    import subprocess
+
+    from agent.campaign.archive import Archive
+    from evaluator.record import EvalResult
+    from http_servers import RECORDED_RESULTS
+
+    repo = Path(__file__).resolve().parents[1]
+    shape = (64, 128, 1024)
+    run = tmp_path / "runs" / "r"
+    p = {"pdl": True, "bm": 16, "bn": 32, "bk": 64, "wm": 1, "wn": 2, "stages": 2, "split_k": 2}
+    src = render("small", p, shape)
+    Archive(run / "archive.sqlite").add("r", "NVIDIA H200", "fp32", shape, src, "builtin",
+                                        EvalResult.from_dict(json.loads(RECORDED_RESULTS.read_text())["wgmma"]),
+                                        family="small", params=p)
+    runs_tgz = tmp_path / "runs.tgz"
+    subprocess.run(["tar", "czf", str(runs_tgz), "-C", str(run.parent), "r"], check=True)
+    shapes = tmp_path / "shapes.txt"
+    shapes.write_text("64 128 1024\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/bash\ncase "$*" in *bench_builtin_policy.py*) exec sleep 60 ;; esac\n'
+                                     f'exec {sys.executable} "$@"\n')
+    (bin_dir / "python3").chmod(0o755)
+    out = tmp_path / "out"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "RUN": "r", "RUNS_TGZ": str(runs_tgz),
+           "RUNS_DIR": str(tmp_path / "bare"), "OUT": str(out), "WHEELS": str(tmp_path / "no-wheels"),
+           "CUDAL2_CACHE": str(tmp_path / "gpu_machine_1"), "BENCH_S": "2"}
+    cmd = ["bash", "scripts/device_bench.sh", "--shapes", str(shapes), "--acc", "fp32", "--per-step", "2"]
+    done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 124, done.stdout + done.stderr
+    assert "PREBUILT=<this resume_cache.txz>" in done.stdout, done.stdout
+    there = tmp_path / "gpu_machine_2" / "build"
+    there.mkdir(parents=True)
+    subprocess.run(["tar", "xJf", str(out / "resume_cache.txz"), "-C", str(there)], check=True)
+    info = compile_kernel(src, "sm_90a", cache_dir=there)
+    assert info.ok and info.cached, info.log
