@@ -14,7 +14,7 @@ import time
 
 from evaluator import record as R
 from evaluator.compile import ARCH_HELP, DEFAULT_ARCH, default_arch  # noqa: F401 (the CLIs' one --arch default)
-from evaluator.contract import ACCUMULATORS, FRESH_WORKER_MODES, MODES, PROFILES, check_shape
+from evaluator.contract import ACCUMULATORS, MODES, PROFILES, check_shape
 from evaluator.gpu import NoGPUError, has_gpu
 from evaluator.pool import WorkerPool
 
@@ -93,11 +93,10 @@ def evaluate(source: str, shape, *, acc: str = "fp32", mode: str = "offline", pr
                 raise ValueError(f"rival {name!r} does not build: {rc.status}: {rc.reason[:300]}")
             req["rivals"][name] = rc.compile.so_path
     timeout = inactivity_timeout or INACTIVITY_TIMEOUT[profile]
-    fresh = mode in FRESH_WORKER_MODES
     res.gpu_seconds = 0.0
     if sanitize:
         # The sanitizers are correctness checks too, so they run before any timing: checks, sanitizers, timing.
-        out = pool.run({**req, "phases": ["checks"]}, timeout, gpu=gpu, on_progress=on_progress, fresh=fresh)
+        out = pool.run({**req, "phases": ["checks"]}, timeout, gpu=gpu, on_progress=on_progress)
         _fill(res, out)
         if res.status in (R.OK, R.INCORRECT, R.ESCAPED_WORK):  # it ran to the end: sanitize it too
             from evaluator.sanitize import run_sanitizers
@@ -114,7 +113,7 @@ def evaluate(source: str, shape, *, acc: str = "fp32", mode: str = "offline", pr
             _fill(res, pool.run({**req, "phases": ["timing"]}, timeout, gpu=gpu, on_progress=on_progress))
             res.checks = earlier + res.checks
     else:
-        _fill(res, pool.run(req, timeout, gpu=gpu, on_progress=on_progress, fresh=fresh))
+        _fill(res, pool.run(req, timeout, gpu=gpu, on_progress=on_progress))
     if ncu and res.status == R.OK:
         from evaluator.profile import profile_candidate
 
@@ -160,7 +159,7 @@ def time_baselines(shape, *, acc: str = "fp32", mode: str = "offline", profile: 
         raise NoGPUError("timing the baselines")
     pool = pool or default_pool()
     out = pool.run({"op": "baselines", "shape": list(shape), "acc": acc, "mode": mode, "profile": profile},
-                   INACTIVITY_TIMEOUT[profile], gpu=gpu, fresh=mode in FRESH_WORKER_MODES)
+                   INACTIVITY_TIMEOUT[profile], gpu=gpu)
     if out.get("status") != R.OK:
         raise RuntimeError(f"baseline timing failed: {out.get('status')}: {out.get('reason')}")
     return {k: R.Timing.from_dict(v) for k, v in out["baselines"].items()}

@@ -12,12 +12,6 @@ MAX_SOURCE_BYTES = 256 * 1024
 
 ACCUMULATORS = ("fp32", "fp16")
 MODES = ("offline", "server", "graph", "back-to-back", "separated", "steady")
-# Modes whose every evaluation runs in a worker process started for it. In server mode a long-lived worker sometimes
-# had every NVIDIA baseline 0.8-1.0 us slower for a whole evaluation while our kernels held (H200s, 2026-11-28 to
-# 11-30; 512x512x64: best NVIDIA 5.86 us cold in all three finals of one campaign, 4.86 in another's), which reads up
-# to ~20% in our favour on small shapes; in workers started for one evaluation it was never seen
-# (docs/evaluator.md, server mode).
-FRESH_WORKER_MODES = ("server",)
 PROFILES = ("quick", "paper")
 
 

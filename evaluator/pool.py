@@ -153,7 +153,6 @@ class WorkerPool:
             self._idle.put(g)
         self._lock = threading.Lock()
         self.replacements = 0
-        self.fresh_starts = 0  # workers closed so that a request starts in a new one
         self._worker_argv = worker_argv  # another worker program (tests of the failure handling)
 
     def native_so(self) -> str:
@@ -164,18 +163,12 @@ class WorkerPool:
                 self._native_so = build(self._arch)
             return self._native_so
 
-    def run(self, req: dict, inactivity_timeout: float = 60.0, gpu: int | None = None, on_progress=None,
-            fresh: bool = False) -> dict:
-        """Returns the worker's result dict; a dead or hung worker becomes {"status": crash|timeout, ...}.
-        `fresh`: in a worker started for this request (evaluator.contract.FRESH_WORKER_MODES); its start is GPU time."""
+    def run(self, req: dict, inactivity_timeout: float = 60.0, gpu: int | None = None, on_progress=None) -> dict:
+        """Returns the worker's result dict; a dead or hung worker becomes {"status": crash|timeout, ...}."""
         g = self._take(gpu)
         held = time.monotonic()  # from here the GPU is this request's: the wait for it is not GPU time
         try:
             w = self._workers[g]
-            if fresh and w is not None:
-                w.close()
-                w = self._workers[g] = None
-                self.fresh_starts += 1
             if w is None or not w.alive():
                 if w is not None:
                     self.replacements += 1

@@ -119,20 +119,6 @@ def test_server_mode_times_single_calls(pool):
     assert r.candidate.detail["timing"]["prelude"] == "activations"  # weights cold, A just written
 
 
-def test_each_server_evaluation_runs_in_a_worker_started_for_it(pool):
-    """A long-lived worker sometimes had every NVIDIA baseline ~1 us slower cold for a whole evaluation: server
-    mode starts a worker for each evaluation, and that start is the evaluation's GPU time; other modes reuse it."""
-    src, shape = (KERNELS / "reference_wmma.cu").read_text(), (256, 256, 256)
-    assert evaluate(src, shape, mode="separated", pool=pool).status == R.OK
-    before, starts = pool._workers[0].proc.pid, pool.fresh_starts
-    r = evaluate(src, shape, mode="server", pool=pool)
-    assert r.status == R.OK, r.reason
-    after = pool._workers[0].proc.pid
-    assert after != before and pool.fresh_starts == starts + 1
-    assert evaluate(src, shape, mode="separated", pool=pool).status == R.OK
-    assert pool._workers[0].proc.pid == after and pool.fresh_starts == starts + 1
-
-
 def test_graph_mode_replays_batches_from_a_cuda_graph(pool):
     """Graph mode: offline batches (separators included) captured once and replayed; torch, whose Python call the
     native side cannot capture, is left out. A PDL kernel (hopper_raw) and a plain one both pass every check."""

@@ -117,15 +117,3 @@ def test_holding_a_gpu_keeps_evaluations_off_it(pool):
     with pytest.raises(ValueError, match="not in this pool"):
         with pool.holding(3):
             pass
-
-
-def test_a_fresh_request_runs_in_a_worker_started_for_it(pool):
-    """Server mode's evaluations (evaluator.contract.FRESH_WORKER_MODES) each get a new worker; that is not counted
-    as replacing a dead one, and the next ordinary request reuses the new worker."""
-    first = pid_of(pool)
-    res = pool.run({"op": "ok"}, inactivity_timeout=20, fresh=True)
-    assert res["status"] == "ok" and res["pid"] != first
-    assert pid_of(pool) == res["pid"]
-    assert (pool.fresh_starts, pool.replacements) == (1, 0)
-    res_again = pool.run({"op": "ok"}, inactivity_timeout=20, fresh=True)
-    assert res_again["pid"] not in (first, res["pid"]) and pool.fresh_starts == 2
