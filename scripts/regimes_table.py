@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Each final of a campaign in every timing regime, against the fastest NVIDIA baseline of that regime.
 
-    python3 scripts/regimes_table.py --run RUN_DIR --data OUT.json --out TABLE.md [--previous OLD_TABLE.md]
+    python3 scripts/regimes_table.py --run RUN_DIR [--run RUN_DIR ...] --data OUT.json --out TABLE.md
+                                     [--previous OLD_TABLE.md]
     python3 scripts/regimes_table.py --data OUT.json --out TABLE.md        # regenerate from the kept figures
 
 The figures come from the run's final measurements (campaign.sqlite): per shape and regime, the speedup against
@@ -60,6 +61,20 @@ def figures(run_dir: Path) -> dict:
             "fastest": fastest, "gpu_s": round(r.gpu_time(), 1),
             "us": [round(r.candidate.median_us, 3), round(r.baselines[fastest].median_us, 3)],
             "evaluations": len(row.extra.get("final_speedups", [])) + len(failed)}
+    return out
+
+
+def merged(parts: list[dict]) -> dict:
+    """One table's figures from several runs' (a benchmark run in slices): a shape in several is taken from the run
+    named last, as the benchmark table does; runs of different GPU models are not combined."""
+    models = {p["gpu"] for p in parts if p.get("gpu")}
+    if len(models) > 1:
+        raise ValueError(f"the runs were measured on different GPU models ({', '.join(sorted(models))})")
+    out: dict = {"run": ", ".join(p["run"] for p in parts), "shapes": {}, "gpu": next(iter(models), None),
+                 "gpu_uuids": []}
+    for p in parts:
+        out["shapes"].update(p["shapes"])
+        out["gpu_uuids"] += [u for u in p.get("gpu_uuids", []) if u not in out["gpu_uuids"]]
     return out
 
 
@@ -224,7 +239,9 @@ def record_day(record: dict) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--run", type=Path, help="a campaign's run folder (else the figures come from --data)")
+    ap.add_argument("--run", type=Path, action="append", default=[],
+                    help="a campaign's run folder (else the figures come from --data); several: one table over their "
+                         "shapes, a shape in several taken from the last named")
     ap.add_argument("--data", type=Path, required=True, help="the figures as JSON (written with --run)")
     ap.add_argument("--out", type=Path, required=True, help="the markdown table")
     ap.add_argument("--previous", type=Path, help="an older benchmark table to compare the offline figures with")
@@ -235,15 +252,21 @@ def main() -> int:
                     "record it (runs, or their earlier starts, before 2026-11-28); put before the recorded ones")
     a = ap.parse_args()
     if a.run:
-        if not (a.run / "campaign.sqlite").is_file():
-            print(f"regimes_table: {a.run} has no campaign.sqlite", file=sys.stderr)
-            return 2
-        data = figures(a.run)
+        for d in a.run:
+            if not (d / "campaign.sqlite").is_file():
+                print(f"regimes_table: {d} has no campaign.sqlite", file=sys.stderr)
+                return 2
         from agent.campaign.db import run_record
 
-        record = run_record(a.run)
-        data["commit"] = code_commits(record, a.commit)
-        data.update(date=a.date or record_day(record), command=a.command, data_file=str(a.data))
+        try:
+            data = merged([figures(d) for d in a.run])
+        except ValueError as e:
+            print(f"regimes_table: {e}", file=sys.stderr)
+            return 2
+        records = [run_record(d) for d in a.run]
+        data["commit"] = (code_commits(records[0], a.commit) if len(a.run) == 1 else
+                          "; ".join(f"{code_commits(r, a.commit)} (run {d.name})" for d, r in zip(a.run, records)))
+        data.update(date=a.date or max(map(record_day, records)), command=a.command, data_file=str(a.data))
         if a.previous:
             data["previous"] = {"what": a.previous_what, "offline": previous_offline(a.previous)}
         a.data.parent.mkdir(parents=True, exist_ok=True)

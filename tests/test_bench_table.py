@@ -679,3 +679,42 @@ def test_the_previous_tables_offline_figure_is_read_where_it_is_marked(tmp_path)
                    "## server\n\n| 512 | 512 | 64 | 0.982 | a |\n| 64 | 64 | 64 | 0.9 | a |\n"
                    "| 128 | 128 | 128 | 1.0 | a |\n")
     assert load_script("regimes_table").previous_offline(old) == {"512x512x64": 1.48, "128x128x128": 1.2}
+
+
+def test_the_regimes_table_combines_the_slices_of_a_benchmark(tmp_path):
+    """A benchmark run in slices (one run each) makes one regimes table: every run's shapes, a shape in several from
+    the run named last, each run's commits named; runs of different GPU models are refused."""
+    from agent.campaign.db import CampaignDB
+
+    def finals(name, shape, factor, gpu="H200", commits=("abc1234",)):
+        run, _, _ = _run(tmp_path, name, shape=shape, gpu=gpu)
+        best = Archive(run / "archive.sqlite").ranked(gpu, "fp32", shape)[0]
+        cdb = CampaignDB(run / "campaign.sqlite")
+        for rep in range(3):
+            r = scaled_result(best.result, factor)
+            r.gpu = {**r.gpu, "name": f"NVIDIA {gpu}"}
+            cdb.put_final(gpu, "fp32", shape, "server", best.id, best.source_hash, r, rep)
+        _record(run, acc="fp32", commits=list(commits), updated=1795929452.7)
+        return run
+
+    small = (64, 64, 128)
+    a = finals("a", SHAPE, 1.0, commits=("1111111",))
+    b = finals("b", small, 1.0, commits=("2222222", "3333333"))
+    again = finals("again", SHAPE, 1.2, commits=("4444444",))
+    data, out = tmp_path / "d.json", tmp_path / "t.md"
+
+    def table(*runs):
+        return subprocess.run([sys.executable, "scripts/regimes_table.py", *[x for r in runs for x in ("--run", str(r))],
+                               "--data", str(data), "--out", str(out)], cwd=REPO, capture_output=True, text=True)
+
+    p = table(a, b, again)
+    assert p.returncode == 0, p.stderr
+    figures = json.loads(data.read_text())
+    assert set(figures["shapes"]) == {"4096x4096x4096", "64x64x128"}
+    one = load_script("regimes_table").figures(again)["shapes"]["4096x4096x4096"]["server"]["best"]
+    assert figures["shapes"]["4096x4096x4096"]["server"]["best"] == one  # the last run named
+    md = out.read_text()
+    assert "1111111 (run a); 2222222, 3333333 (run b); 4444444 (run again)" in md and "measured 2026-11-29" in md
+    other = finals("h100", small, 1.0, gpu="H100")
+    p = table(a, other)
+    assert p.returncode == 2 and "different GPU models" in p.stderr
