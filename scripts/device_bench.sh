@@ -44,6 +44,7 @@ fi
 shapes=""; same=(); prev=""
 for arg in "$@"; do
   case "$prev" in --shapes) shapes=$arg ;; --acc|--mode|--per-step) same+=("$prev" "$arg") ;; esac
+  case "$arg" in --shapes=*) shapes=${arg#--shapes=} ;; --acc=*|--mode=*|--per-step=*) same+=("$arg") ;; esac
   prev=$arg
 done
 if [ $rc -eq 124 ] && [ -d "$RUNS/$RUN" ] && [ -n "$shapes" ] && [ "${RESUME_S:-90}" -gt 0 ]; then

@@ -131,7 +131,7 @@ def test_a_slice_stopped_by_its_time_limit_returns_what_the_next_one_builds_firs
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "RUN": "r", "RUNS_TGZ": str(runs_tgz),
            "RUNS_DIR": str(tmp_path / "bare"), "OUT": str(out), "WHEELS": str(tmp_path / "no-wheels"),
            "CUDAL2_CACHE": str(tmp_path / "gpu_machine_1"), "BENCH_S": "2"}
-    cmd = ["bash", "scripts/device_bench.sh", "--shapes", str(shapes), "--acc", "fp32", "--per-step", "2"]
+    cmd = ["bash", "scripts/device_bench.sh", f"--shapes={shapes}", "--acc", "fp32", "--per-step=2"]
     done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 124, done.stdout + done.stderr
     assert "PREBUILT=<this resume_cache.txz>" in done.stdout, done.stdout
