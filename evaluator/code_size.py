@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from evaluator.compile import BASE_FLAGS, gencode_flags, include_flags, nvcc_path, resolve_arch
+from evaluator.compile import BASE_FLAGS, gencode_flags, include_flags, nvcc_path, virtual_arch
 
 TEXT = ".text."
 
@@ -36,7 +36,7 @@ def _nvcc_output(source: str, arch: str, kind: str, timeout: float) -> bytes:
     nvcc = nvcc_path()
     includes = include_flags()
     flags = [f for f in BASE_FLAGS if f not in ("-lineinfo", "-Xptxas=-v")]
-    target = gencode_flags(arch) if kind == "cubin" else [f"-arch={resolve_arch(arch).replace('sm_', 'compute_')}"]
+    target = gencode_flags(arch) if kind == "cubin" else [f"-arch={virtual_arch(arch)}"]
     with tempfile.TemporaryDirectory(prefix="cudal2-size-") as tmp:
         (Path(tmp) / "kernel.cu").write_text(source)
         cmd = [nvcc, f"-{kind}", *flags, *target, *includes, "kernel.cu", "-o", f"kernel.{kind}"]

@@ -163,9 +163,13 @@ def resolve_arch(arch: str | None) -> str:
     return f"sm_{number}{suffix}"
 
 
+def virtual_arch(arch: str) -> str:
+    """The PTX target of `arch`: 'sm_90a' -> 'compute_90a'."""
+    return resolve_arch(arch).replace("sm_", "compute_")
+
+
 def gencode_flags(arch: str) -> list[str]:
-    sm = resolve_arch(arch)
-    return [f"-gencode=arch={sm.replace('sm_', 'compute_')},code={sm}"]
+    return [f"-gencode=arch={virtual_arch(arch)},code={resolve_arch(arch)}"]
 
 
 def compile_status(info: CompileInfo) -> tuple[str, str]:
