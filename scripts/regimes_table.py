@@ -127,17 +127,14 @@ def cold_headroom(data: dict) -> str:
 
 def previous_offline(table: Path) -> dict[str, float]:
     """The offline speedups vs AutoTuning-max of an older benchmark table (its first table's fourth column)."""
-    out = {}
+    out, seen = {}, set()
     for line in table.read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) > 4 and all(c.isdigit() for c in cells[:3]):
-            key = "x".join(cells[:3])
-            # a figure marked ‡ (its baselines moved) is still the offline one: a later table's row is another
-            # regime's (once a server figure stood in for a marked offline one)
-            if key not in out and (m := re.match(r"\d+\.\d+", cells[3])):
+        if len(cells) > 4 and all(c.isdigit() for c in cells[:3]) and (key := "x".join(cells[:3])) not in seen:
+            seen.add(key)  # a later table's row is another regime's (a server figure once stood in for a marked one)
+            if m := re.match(r"\d+\.\d+", cells[3]):  # a figure marked ‡ (its baselines moved) is still the figure
                 out[key] = float(m.group())
-            out.setdefault(key, None)
-    return {k: v for k, v in out.items() if v is not None}
+    return out
 
 
 def _evaluations(data: dict) -> str:
